@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build, boot and test the Debug Store series on the pinned Debian base.
+# "make help" lists the targets; README.md explains the layout.
+
+TOP     := $(abspath .)
+BUILD   := $(TOP)/build
+SRC     := $(BUILD)/src
+OBJ     := $(BUILD)/obj
+KSFT    := $(BUILD)/kselftest_install
+INITRD  := $(BUILD)/initramfs.cpio.gz
+LOGS    := $(BUILD)/logs
+BZIMAGE := $(OBJ)/arch/x86/boot/bzImage
+OUTGOING:= $(BUILD)/outgoing
+JOBS    ?= $(shell nproc)
+
+# Only one kernel build at a time on a 2-core machine, whoever starts it.
+KMAKE   := flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC) O=$(OBJ) ARCH=x86_64 -j$(JOBS)
+SELFTEST_TARGETS := x86 ptrace
+
+export BUILD
+
+.PHONY: help deps base tree refresh patches-check series check config kernel \
+	headers selftests initramfs test run shell clean distclean
+
+help:
+	@echo "make run            boot the VM and show the demo"
+	@echo "make test           build everything, boot, run KUnit + kselftests"
+	@echo "                    (ONLY=x86:single_step_syscall_64,... runs a subset)"
+	@echo "make shell          boot the VM into an interactive shell"
+	@echo "make tree           assemble base + series in build/src"
+	@echo "make refresh        export edits made in build/src back into the repository"
+	@echo "                    (ENTRY=<patch> names the entry for new files)"
+	@echo "make patches-check  fail if build/src holds edits not in the repository"
+	@echo "make series         write the upstream series to build/outgoing"
+	@echo "make check          checkpatch --strict over that series"
+	@echo "make deps           install the host packages (apt)"
+
+deps:
+	@$(TOP)/mk/deps.sh
+
+base: deps
+	@$(TOP)/mk/base.sh
+
+tree: base
+	@python3 $(TOP)/mk/series.py tree $(if $(FORCE),--force)
+
+refresh:
+	@python3 $(TOP)/mk/series.py refresh $(if $(ENTRY),--entry $(ENTRY))
+
+patches-check:
+	@python3 $(TOP)/mk/series.py check
+
+series: tree
+	@python3 $(TOP)/mk/series.py export $(OUTGOING)
+
+check: series
+	@cd $(SRC) && ./scripts/checkpatch.pl --strict --no-signoff -q \
+		$(filter-out %/0000-cover-letter.patch,$(wildcard $(OUTGOING)/*.patch)) && \
+		echo "check: checkpatch --strict clean"
+
+# The config is regenerated only when the fragment or the series changed.
+$(OBJ)/.config: $(TOP)/vm/kernel.config $(BUILD)/tree-head
+	@$(TOP)/mk/kconfig.sh $(SRC) $(OBJ) $(TOP)/vm/kernel.config
+
+config: tree
+	@$(MAKE) -s $(OBJ)/.config
+
+kernel: config
+	@echo "kernel: building $(BZIMAGE)"
+	@$(KMAKE) bzImage
+
+headers: config
+	@$(KMAKE) headers
+
+selftests: headers
+	@echo "selftests: $(SELFTEST_TARGETS) (static, 64- and 32-bit)"
+	@flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC)/tools/testing/selftests \
+		O=$(OBJ) TARGETS="$(SELFTEST_TARGETS)" CC="gcc -static" \
+		KSFT_INSTALL_PATH=$(KSFT) install >$(BUILD)/selftests.log 2>&1 || \
+		{ tail -40 $(BUILD)/selftests.log; exit 1; }
+
+initramfs: selftests
+	@$(TOP)/mk/initramfs.sh $(INITRD) $(KSFT)
+
+test: kernel initramfs
+	@echo "base: $(shell cat $(BUILD)/base-version 2>/dev/null)"
+	@$(TOP)/mk/vm.sh test $(BZIMAGE) $(INITRD) $(LOGS)/tcg
+	@python3 $(TOP)/mk/report.py $(SRC) $(LOGS)/tcg
+
+run: kernel initramfs
+	@$(TOP)/mk/vm.sh run $(BZIMAGE) $(INITRD) $(LOGS)/run
+
+shell: kernel initramfs
+	@$(TOP)/mk/vm.sh shell $(BZIMAGE) $(INITRD) $(LOGS)/shell
+
+clean:
+	rm -rf $(OBJ) $(KSFT) $(INITRD) $(LOGS) $(OUTGOING)
+
+distclean:
+	rm -rf $(BUILD)

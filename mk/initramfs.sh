@@ -1,0 +1,33 @@
+#!/bin/bash
+# Build the test VM's initramfs: busybox-static, vm/init, the installed
+# kselftests and any extra static binaries given as arguments (put in
+# /usr/bin).  Usage: initramfs.sh <output.cpio.gz> <kselftest install dir> [bin...]
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=$1 ksft=$2
+shift 2
+
+root=$(mktemp -d "${out%/*}/initramfs.XXXXXX")
+trap 'rm -rf "$root"' EXIT
+mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp,root,etc}
+cp /bin/busybox "$root/bin/busybox"
+ln -s busybox "$root/bin/sh"
+install -m 755 "$top/vm/init" "$root/init"
+
+# kselftest/runner.sh calls "/usr/bin/timeout --foreground"; busybox's
+# timeout has no --foreground (the tests run in the foreground anyway).
+cat > "$root/usr/bin/timeout" <<'EOS'
+#!/bin/sh
+[ "$1" = --foreground ] && shift
+exec /bin/busybox timeout "$@"
+EOS
+chmod 755 "$root/usr/bin/timeout"
+
+cp -a "$ksft" "$root/kselftest"
+grep -v '^#' "$top/vm/kselftests.list" | grep . > "$root/kselftest/tests.list"
+for bin in "$@"; do
+	install -m 755 "$bin" "$root/usr/bin/"
+done
+
+(cd "$root" && find . | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0) | gzip -1 > "$out.tmp"
+mv "$out.tmp" "$out"

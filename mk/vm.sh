@@ -1,0 +1,38 @@
+#!/bin/bash
+# Boot the test VM.  Usage: vm.sh test|run|shell <bzImage> <initramfs> <logdir>
+# The console (ttyS0) goes to <logdir>/console.log and, for run and shell,
+# to the terminal too; kselftest TAP also goes to ttyS1 = <logdir>/results.log.
+set -euo pipefail
+mode=$1 kernel=$2 initrd=$3 logdir=$4
+qemu=${QEMU:-qemu-system-x86_64}
+cpu=${VM_CPU:-max}
+timeout=${VM_TIMEOUT:-1500}
+append="console=ttyS0 panic=-1 vm.mode=$mode ${VM_APPEND:-}"
+[ -n "${ONLY:-}" ] && append="$append vm.only=$ONLY"
+[ -n "${PROVOKE:-}" ] && append="$append vm.provoke=$PROVOKE"
+
+mkdir -p "$logdir"
+rm -f "$logdir/console.log" "$logdir/results.log"
+args=(-accel tcg -cpu "$cpu" -smp 2 -m 1024 -no-reboot -display none
+      -nic none -kernel "$kernel" -initrd "$initrd" -append "$append")
+
+case $mode in
+test)
+	rc=0
+	timeout --foreground "$timeout" "$qemu" "${args[@]}" -monitor none \
+		-serial "file:$logdir/console.log" -serial "file:$logdir/results.log" \
+		</dev/null || rc=$?
+	if [ $rc -eq 124 ]; then
+		echo "vm: TIMEOUT after ${timeout}s" | tee -a "$logdir/console.log"
+	fi
+	exit 0
+	;;
+run)
+	timeout --foreground "$timeout" "$qemu" "${args[@]}" -monitor none \
+		-serial stdio -serial "file:$logdir/results.log" </dev/null |
+		tee "$logdir/console.log"
+	;;
+shell)
+	exec "$qemu" "${args[@]}" -serial mon:stdio -serial "file:$logdir/results.log"
+	;;
+esac
