@@ -7,7 +7,7 @@ mode=$1 kernel=$2 initrd=$3 logdir=$4
 qemu=${QEMU:-qemu-system-x86_64}
 cpu=${VM_CPU:-max}
 timeout=${VM_TIMEOUT:-1500}
-append="console=ttyS0 panic=-1 vm.mode=$mode ${VM_APPEND:-}"
+append="console=ttyS0 panic=-1 pti=on vm.mode=$mode ${VM_APPEND:-}"
 [ -n "${ONLY:-}" ] && append="$append vm.only=$ONLY"
 [ -n "${PROVOKE:-}" ] && append="$append vm.provoke=$PROVOKE"
 
