@@ -1,0 +1,619 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Debug Store (BTS/PEBS) resource allocator: the in-kernel interface.
+ *
+ * One owner, arch/x86/kernel/ds.c, drives IA32_DS_AREA and the BTS bits of
+ * IA32_DEBUGCTL. Clients request Branch Trace Store or PEBS buffers for a
+ * task or for a CPU and get a handle back. See
+ * Documentation/arch/x86/debug-store.rst.
+ */
+#ifndef _ASM_X86_DS_H
+#define _ASM_X86_DS_H
+
+#include <linux/bits.h>
+#include <linux/err.h>
+#include <linux/sizes.h>
+#include <linux/types.h>
+
+struct task_struct;
+struct ds_tracer;
+
+/**
+ * enum ds_kind - the two record streams of the Debug Store
+ * @DS_BTS:	Branch Trace Store records
+ * @DS_PEBS:	Precise Event Based Sampling records
+ * @DS_NR_KINDS: number of kinds
+ */
+enum ds_kind {
+	DS_BTS,
+	DS_PEBS,
+	DS_NR_KINDS,
+};
+
+/**
+ * enum ds_overflow - what happens when the trace buffer fills up
+ * @DS_OVERFLOW_WRAP:	the oldest records are overwritten and counted lost
+ * @DS_OVERFLOW_NOTIFY: once the buffer holds the threshold number of records
+ *			the notify callback runs and recording pauses until
+ *			ds_clear() or ds_resume(); records that find the
+ *			buffer full are dropped and counted lost
+ */
+enum ds_overflow {
+	DS_OVERFLOW_WRAP,
+	DS_OVERFLOW_NOTIFY,
+};
+
+/**
+ * enum ds_backend_id - who produces the records of a tracer
+ * @DS_BACKEND_AUTO:	  the hardware if the CPU has it and it is free,
+ *			  else a registered emulated backend
+ * @DS_BACKEND_HARDWARE:  the CPU's Debug Store only
+ * @DS_BACKEND_EMULATED:  a registered software backend only
+ */
+enum ds_backend_id {
+	DS_BACKEND_AUTO,
+	DS_BACKEND_HARDWARE,
+	DS_BACKEND_EMULATED,
+};
+
+/* Request flags, struct ds_config::flags */
+#define DS_KERNEL		BIT(0)	/* record in kernel mode */
+#define DS_USER			BIT(1)	/* record in user mode */
+#define DS_TIMESTAMPS		BIT(2)	/* BTS: task arrives/departs records */
+#define DS_FLAGS_MASK		(DS_KERNEL | DS_USER | DS_TIMESTAMPS)
+
+/* Status bits, struct ds_geometry::status */
+#define DS_STATUS_SUSPENDED	BIT(0)	/* ds_suspend() without ds_resume() */
+#define DS_STATUS_PAUSED	BIT(1)	/* notify threshold reached */
+#define DS_STATUS_DETACHED	BIT(2)	/* the traced task has exited */
+
+/* The largest trace buffer one request may ask for, in bytes. */
+#define DS_MAX_BUFFER_SIZE	SZ_4M
+
+/* The number of PEBS counter reset values a tracer carries. */
+#define DS_PEBS_MAX_RESETS	48
+
+/**
+ * struct ds_bts_record - one BTS record, the 64-bit (DTES64) format
+ * @from:	linear address of the branch instruction, or an event marker
+ * @to:		linear address of the branch target, or the event time
+ * @flags:	hardware flags, or the pid for an event record
+ *
+ * ds_bts_record_event() tells branch records from the scheduling events
+ * that %DS_TIMESTAMPS adds. The emulated backend writes the same layout.
+ */
+struct ds_bts_record {
+	u64	from;
+	u64	to;
+	u64	flags;
+};
+
+/*
+ * A scheduling event record has all bits of @from set except the low
+ * qualifier nibble: an address no branch can have, the last bytes of the
+ * address space being unmapped on 64-bit and out of reach on 32-bit.
+ */
+#define DS_BTS_EVENT_MARKER	GENMASK_ULL(63, 4)
+#define DS_BTS_EVENT_QUAL_MASK	GENMASK_ULL(3, 0)
+
+/**
+ * enum ds_bts_qualifier - kinds of BTS record
+ * @DS_BTS_BRANCH:	 a branch from @from to @to
+ * @DS_BTS_TASK_ARRIVES: the traced task was scheduled in
+ * @DS_BTS_TASK_DEPARTS: the traced task was scheduled out
+ */
+enum ds_bts_qualifier {
+	DS_BTS_BRANCH,
+	DS_BTS_TASK_ARRIVES,
+	DS_BTS_TASK_DEPARTS,
+};
+
+/**
+ * ds_bts_record_event() - classify a BTS record
+ * @rec: the record
+ *
+ * Event records carry the time in ns (CLOCK_MONOTONIC, read with
+ * ktime_get_mono_fast_ns()) in @to and the pid in @flags.
+ *
+ * Return: the qualifier of @rec.
+ */
+static inline enum ds_bts_qualifier
+ds_bts_record_event(const struct ds_bts_record *rec)
+{
+	if ((rec->from & DS_BTS_EVENT_MARKER) != DS_BTS_EVENT_MARKER)
+		return DS_BTS_BRANCH;
+	return rec->from & DS_BTS_EVENT_QUAL_MASK;
+}
+
+/**
+ * typedef ds_notify_fn - overflow notification
+ * @tracer: the tracer whose buffer reached its threshold
+ * @cookie: &struct ds_config.cookie
+ *
+ * Runs from irq_work: hard interrupt context on !PREEMPT_RT, so it must
+ * not sleep and must not call back into the allocator except through
+ * ds_tracer_recording(). Typical use: send a signal, wake a waiter.
+ */
+typedef void (*ds_notify_fn)(struct ds_tracer *tracer, void *cookie);
+
+/**
+ * struct ds_config - a request for a Debug Store tracer
+ * @buffer:	 caller-provided trace buffer in kernel memory that stays
+ *		 mapped until ds_release() (vmalloc or kmalloc), or NULL for
+ *		 one the allocator allocates and charges to the requester
+ * @size:	 size of the trace buffer in bytes, at most
+ *		 %DS_MAX_BUFFER_SIZE; rounded down to whole records
+ * @threshold:	 %DS_OVERFLOW_NOTIFY: notify once the buffer holds this many
+ *		 records, 0 meaning when full; must be 0 for %DS_OVERFLOW_WRAP
+ * @overflow:	 the overflow mode
+ * @notify:	 the callback for %DS_OVERFLOW_NOTIFY, NULL otherwise
+ * @cookie:	 passed to @notify
+ * @flags:	 %DS_KERNEL, %DS_USER (at least one), %DS_TIMESTAMPS (BTS)
+ * @backend:	 the backend to use
+ */
+struct ds_config {
+	void			*buffer;
+	size_t			size;
+	size_t			threshold;
+	enum ds_overflow	overflow;
+	ds_notify_fn		notify;
+	void			*cookie;
+	unsigned int		flags;
+	enum ds_backend_id	backend;
+};
+
+/**
+ * struct ds_geometry - the state of a tracer's trace buffer
+ * @kind:	 %DS_BTS or %DS_PEBS
+ * @backend:	 %DS_BACKEND_HARDWARE or %DS_BACKEND_EMULATED
+ * @format:	 PEBS: IA32_PERF_CAPABILITIES[11:8]; BTS: 0 (64-bit format)
+ * @record_size: bytes per record
+ * @capacity:	 records the buffer holds
+ * @count:	 valid records, at most @capacity
+ * @index:	 the slot the next record goes to
+ * @threshold:	 notification threshold in records (0 for wrap mode)
+ * @lost:	 records overwritten or dropped since the last ds_clear()
+ * @status:	 %DS_STATUS_* bits
+ */
+struct ds_geometry {
+	enum ds_kind		kind;
+	enum ds_backend_id	backend;
+	unsigned int		format;
+	size_t			record_size;
+	size_t			capacity;
+	size_t			count;
+	size_t			index;
+	size_t			threshold;
+	u64			lost;
+	unsigned int		status;
+};
+
+/**
+ * struct ds_backend - a software producer of Debug Store records
+ * @name:	 for messages
+ * @kinds:	 BIT(%DS_BTS) and/or BIT(%DS_PEBS)
+ * @start:	 a task tracer was attached; process context, may sleep;
+ *		 an error fails the request
+ * @stop:	 the tracer is being detached (release or task exit); process
+ *		 context, may sleep; no record may be written afterwards
+ *
+ * Only per-task tracers use an emulated backend. The backend writes its
+ * records with ds_emulated_write_bts() while ds_tracer_recording() says so.
+ */
+struct ds_backend {
+	const char	*name;
+	unsigned int	kinds;
+	int		(*start)(struct ds_tracer *tracer);
+	void		(*stop)(struct ds_tracer *tracer);
+};
+
+#ifdef CONFIG_X86_DS
+
+/**
+ * ds_request_bts_task() - request branch tracing for a task
+ * @task: the task to trace; a reference is taken
+ * @cfg:  the buffer, overflow mode, filtering and backend
+ *
+ * The trace covers @task on every CPU it runs on. A child of @task never
+ * inherits it; it survives execve(); it stops when @task exits, and the
+ * handle stays valid (and readable) until ds_release().
+ *
+ * Context: process context, may sleep.
+ * Return: a handle, or ERR_PTR() with -EINVAL (bad @cfg), -EBUSY (@task
+ * already has a BTS tracer, a per-CPU BTS tracer exists, or perf holds the
+ * Debug Store), -EOPNOTSUPP (no hardware and no emulated backend), -ESRCH
+ * (@task is exiting), -ENOMEM (no memory, or RLIMIT_MEMLOCK exceeded without
+ * CAP_IPC_LOCK).
+ */
+struct ds_tracer *ds_request_bts_task(struct task_struct *task,
+				      const struct ds_config *cfg);
+
+/**
+ * ds_request_bts_cpu() - request branch tracing for a CPU
+ * @cpu: the CPU to trace, whatever runs on it
+ * @cfg: the buffer, overflow mode and filtering; hardware only
+ *
+ * The buffer is not charged to the requester's locked memory.
+ *
+ * Context: process context, may sleep.
+ * Return: a handle, or ERR_PTR() with -EINVAL (bad @cfg or @cpu not
+ * possible), -ENODEV (@cpu offline), -EBUSY (@cpu already has a BTS tracer,
+ * a per-task BTS tracer exists, or perf holds the Debug Store),
+ * -EOPNOTSUPP (no BTS hardware), -ENOMEM.
+ */
+struct ds_tracer *ds_request_bts_cpu(int cpu, const struct ds_config *cfg);
+
+/**
+ * ds_request_pebs_task() - request a PEBS buffer for a task
+ * @task: the task; a reference is taken
+ * @cfg:  as for ds_request_bts_task(); %DS_TIMESTAMPS is invalid
+ *
+ * The allocator installs the buffer in the DS area while @task runs; the
+ * client programs the counters and IA32_PEBS_ENABLE.
+ *
+ * Context: process context, may sleep.
+ * Return: as ds_request_bts_task().
+ */
+struct ds_tracer *ds_request_pebs_task(struct task_struct *task,
+				       const struct ds_config *cfg);
+
+/**
+ * ds_request_pebs_cpu() - request a PEBS buffer for a CPU
+ * @cpu: the CPU
+ * @cfg: as for ds_request_bts_cpu(); %DS_TIMESTAMPS is invalid
+ *
+ * Context: process context, may sleep.
+ * Return: as ds_request_bts_cpu().
+ */
+struct ds_tracer *ds_request_pebs_cpu(int cpu, const struct ds_config *cfg);
+
+/**
+ * ds_release() - stop tracing and free a tracer
+ * @tracer: the handle; NULL and ERR_PTR() values are ignored
+ *
+ * Frees the buffer the allocator allocated and refunds its locked-memory
+ * charge to the mm it was charged to, even if that mm has exited.
+ *
+ * Context: process context, may sleep.
+ */
+void ds_release(struct ds_tracer *tracer);
+
+/**
+ * ds_suspend() - stop recording, keep the buffer
+ * @tracer: the handle
+ *
+ * Context: process context, may sleep.
+ * Return: 0, or -EINVAL for a bad handle.
+ */
+int ds_suspend(struct ds_tracer *tracer);
+
+/**
+ * ds_resume() - resume recording after ds_suspend() or a notification
+ * @tracer: the handle
+ *
+ * Context: process context, may sleep.
+ * Return: 0, or -EINVAL for a bad handle.
+ */
+int ds_resume(struct ds_tracer *tracer);
+
+/**
+ * ds_clear() - empty the trace buffer and reset the lost-record count
+ * @tracer: the handle
+ *
+ * Also ends a notification pause; ds_suspend() stays in effect.
+ *
+ * Context: process context, may sleep.
+ * Return: 0, or -EINVAL for a bad handle.
+ */
+int ds_clear(struct ds_tracer *tracer);
+
+/**
+ * ds_get_geometry() - collect pending records and describe the buffer
+ * @tracer: the handle
+ * @geom:   filled in
+ *
+ * Records the hardware has stored but the allocator has not yet copied
+ * into the trace buffer are collected first.
+ *
+ * Context: process context, may sleep.
+ * Return: 0, or -EINVAL for a bad handle or NULL @geom.
+ */
+int ds_get_geometry(struct ds_tracer *tracer, struct ds_geometry *geom);
+
+/**
+ * ds_read_record() - copy one record out of the trace buffer
+ * @tracer: the handle
+ * @i:      0 for the oldest record, count - 1 for the newest
+ * @buf:    destination
+ * @size:   bytes available at @buf, at least the record size
+ *
+ * Does not collect: call ds_get_geometry() first. For a stable view of a
+ * running tracee, suspend the tracer (or stop the task) while reading.
+ *
+ * Context: any context but NMI.
+ * Return: the record size, or -EINVAL (bad handle, @i >= count, @size too
+ * small).
+ */
+ssize_t ds_read_record(struct ds_tracer *tracer, size_t i, void *buf,
+		       size_t size);
+
+/**
+ * ds_set_pebs_reset() - set a PEBS counter reset value
+ * @tracer:  a PEBS tracer
+ * @counter: counter index, below %DS_PEBS_MAX_RESETS
+ * @value:   the value the hardware reloads the counter with
+ *
+ * Context: process context, may sleep.
+ * Return: 0, or -EINVAL (bad handle, not PEBS, bad @counter).
+ */
+int ds_set_pebs_reset(struct ds_tracer *tracer, unsigned int counter,
+		      u64 value);
+
+/**
+ * ds_get_pebs_reset() - read a PEBS counter reset value
+ * @tracer:  a PEBS tracer
+ * @counter: counter index, below %DS_PEBS_MAX_RESETS
+ * @value:   filled in
+ *
+ * Context: any context.
+ * Return: 0, or -EINVAL (bad handle, not PEBS, bad @counter).
+ */
+int ds_get_pebs_reset(struct ds_tracer *tracer, unsigned int counter,
+		      u64 *value);
+
+/**
+ * ds_record_size() - bytes per record the hardware stores
+ * @kind: %DS_BTS or %DS_PEBS
+ *
+ * Return: the size, or -EOPNOTSUPP if the CPU lacks @kind (or has a PEBS
+ * format the allocator does not know), -EINVAL for a bad @kind.
+ */
+int ds_record_size(enum ds_kind kind);
+
+/**
+ * ds_pebs_format() - the PEBS record format, IA32_PERF_CAPABILITIES[11:8]
+ *
+ * Return: the format, or -EOPNOTSUPP without usable PEBS.
+ */
+int ds_pebs_format(void);
+
+/**
+ * ds_tracer_recording() - is the tracer recording right now
+ * @tracer: the handle
+ *
+ * Context: any context.
+ * Return: true unless suspended, paused by a notification or detached.
+ */
+bool ds_tracer_recording(const struct ds_tracer *tracer);
+
+/**
+ * ds_tracer_task() - the traced task of a per-task tracer
+ * @tracer: the handle
+ *
+ * Return: the task (valid while the tracer is attached), or NULL for a
+ * per-CPU or detached tracer.
+ */
+struct task_struct *ds_tracer_task(const struct ds_tracer *tracer);
+
+/**
+ * ds_tracer_flags() - the %DS_KERNEL, %DS_USER, %DS_TIMESTAMPS flags
+ * @tracer: the handle
+ *
+ * Return: the flags of the request.
+ */
+unsigned int ds_tracer_flags(const struct ds_tracer *tracer);
+
+/**
+ * ds_register_backend() - register the emulated backend
+ * @backend: the backend; must stay valid until unregistered
+ *
+ * Context: process context, may sleep.
+ * Return: 0, -EINVAL (bad @backend), -EBUSY (one is registered already).
+ */
+int ds_register_backend(const struct ds_backend *backend);
+
+/**
+ * ds_unregister_backend() - unregister the emulated backend
+ * @backend: the registered backend
+ *
+ * Context: process context, may sleep.
+ * Return: 0, -EINVAL (@backend is not registered), -EBUSY (tracers use it).
+ */
+int ds_unregister_backend(const struct ds_backend *backend);
+
+/**
+ * ds_emulated_write_bts() - store a branch record for the emulated backend
+ * @task: the traced task, normally current
+ * @from: the address of the branch instruction
+ * @to:   the branch target
+ *
+ * Goes through the same overflow handling as collected hardware records.
+ *
+ * Context: any context but NMI.
+ * Return: 0 if stored, -ENOENT (@task has no emulated BTS tracer),
+ * -ENOSPC (not recording: suspended, paused, or buffer full in notify mode).
+ */
+int ds_emulated_write_bts(struct task_struct *task, u64 from, u64 to);
+
+/**
+ * ds_perf_reserve() - perf asks for the Debug Store buffers
+ *
+ * Until perf is a client of the allocator the two never drive the Debug
+ * Store together: perf gets it only while there are no hardware tracers,
+ * and hardware requests fail with -EBUSY while perf holds it.
+ *
+ * Context: process context, may sleep.
+ * Return: 0, or -EBUSY while hardware tracers exist.
+ */
+int ds_perf_reserve(void);
+
+/**
+ * ds_perf_holds() - whether perf's ds_perf_reserve() succeeded
+ *
+ * Return: true between a successful ds_perf_reserve() and ds_perf_release().
+ */
+bool ds_perf_holds(void);
+
+/**
+ * ds_perf_release() - perf has released its Debug Store buffers
+ *
+ * Context: process context, may sleep.
+ */
+void ds_perf_release(void);
+
+/**
+ * ds_switch_to() - context switch hook, from __switch_to_xtra()
+ * @prev: the task scheduled out
+ * @next: the task scheduled in
+ *
+ * Called only when @prev or @next has %TIF_DS_TRACE.
+ *
+ * Context: interrupts disabled.
+ */
+void ds_switch_to(struct task_struct *prev, struct task_struct *next);
+
+/**
+ * ds_exit_thread() - detach the tracers of an exiting task
+ * @task: the task, from exit_thread()
+ *
+ * Context: process context, may sleep.
+ */
+void ds_exit_thread(struct task_struct *task);
+
+/**
+ * ds_fork_thread() - a new task starts without tracers
+ * @child: the new task, from copy_thread(), not yet running
+ *
+ * dup_task_struct() copied the parent's thread_struct and flags; the
+ * parent's tracers are not the child's.
+ */
+void ds_fork_thread(struct task_struct *child);
+
+#else /* !CONFIG_X86_DS */
+
+static inline struct ds_tracer *
+ds_request_bts_task(struct task_struct *task, const struct ds_config *cfg)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+static inline struct ds_tracer *
+ds_request_bts_cpu(int cpu, const struct ds_config *cfg)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+static inline struct ds_tracer *
+ds_request_pebs_task(struct task_struct *task, const struct ds_config *cfg)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+static inline struct ds_tracer *
+ds_request_pebs_cpu(int cpu, const struct ds_config *cfg)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+static inline void ds_release(struct ds_tracer *tracer) { }
+
+static inline int ds_suspend(struct ds_tracer *tracer)
+{
+	return -EOPNOTSUPP;
+}
+
+static inline int ds_resume(struct ds_tracer *tracer)
+{
+	return -EOPNOTSUPP;
+}
+
+static inline int ds_clear(struct ds_tracer *tracer)
+{
+	return -EOPNOTSUPP;
+}
+
+static inline int ds_get_geometry(struct ds_tracer *tracer,
+				  struct ds_geometry *geom)
+{
+	return -EOPNOTSUPP;
+}
+
+static inline ssize_t ds_read_record(struct ds_tracer *tracer, size_t i,
+				     void *buf, size_t size)
+{
+	return -EOPNOTSUPP;
+}
+
+static inline int ds_set_pebs_reset(struct ds_tracer *tracer,
+				    unsigned int counter, u64 value)
+{
+	return -EOPNOTSUPP;
+}
+
+static inline int ds_get_pebs_reset(struct ds_tracer *tracer,
+				    unsigned int counter, u64 *value)
+{
+	return -EOPNOTSUPP;
+}
+
+static inline int ds_record_size(enum ds_kind kind)
+{
+	return -EOPNOTSUPP;
+}
+
+static inline int ds_pebs_format(void)
+{
+	return -EOPNOTSUPP;
+}
+
+static inline bool ds_tracer_recording(const struct ds_tracer *tracer)
+{
+	return false;
+}
+
+static inline struct task_struct *ds_tracer_task(const struct ds_tracer *tracer)
+{
+	return NULL;
+}
+
+static inline unsigned int ds_tracer_flags(const struct ds_tracer *tracer)
+{
+	return 0;
+}
+
+static inline int ds_register_backend(const struct ds_backend *backend)
+{
+	return -EOPNOTSUPP;
+}
+
+static inline int ds_unregister_backend(const struct ds_backend *backend)
+{
+	return -EOPNOTSUPP;
+}
+
+static inline int ds_emulated_write_bts(struct task_struct *task, u64 from,
+					u64 to)
+{
+	return -EOPNOTSUPP;
+}
+
+/* Without the allocator perf owns the Debug Store unconditionally. */
+static inline int ds_perf_reserve(void)
+{
+	return 0;
+}
+
+static inline bool ds_perf_holds(void)
+{
+	return true;
+}
+
+static inline void ds_perf_release(void) { }
+static inline void ds_switch_to(struct task_struct *prev,
+				struct task_struct *next) { }
+static inline void ds_exit_thread(struct task_struct *task) { }
+static inline void ds_fork_thread(struct task_struct *child) { }
+
+#endif /* CONFIG_X86_DS */
+
+#endif /* _ASM_X86_DS_H */

@@ -1,0 +1,1732 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Debug Store (BTS/PEBS) resource allocator.
+ *
+ * This file is the only writer of IA32_DS_AREA and of the TR, BTS, BTINT,
+ * BTS_OFF_OS and BTS_OFF_USR bits of IA32_DEBUGCTL. Clients request a BTS or
+ * PEBS tracer for a task or for a CPU and get an opaque handle.
+ *
+ * Buffers and page table isolation. The CPU stores records through linear
+ * addresses, also while the user page tables are loaded. With PTI only the
+ * cpu_entry_area (CEA) is mapped in both, so a client's buffer cannot be
+ * handed to the hardware. Instead every CPU has a fixed "staging" buffer per
+ * kind, mapped into the CEA slot the kernel reserves for it
+ * (cpu_debug_buffers), and the DS save area is the CEA alias of the per-CPU
+ * cpu_debug_store. The client's trace buffer is ordinary kernel memory. The
+ * allocator collects the staging buffer into the trace buffer of the tracer
+ * loaded on that CPU: when the task is scheduled out, at the threshold
+ * interrupt, and before a client reads. The kernel itself only touches the
+ * staging pages and the save area through their direct-map aliases.
+ *
+ * The trace buffer does the overflow policy: wrap-around (oldest records are
+ * overwritten and counted lost) or notification (at a threshold the client's
+ * callback runs from irq_work and recording pauses until it clears or
+ * resumes). The staging buffer never wraps: BTINT is always set and its
+ * threshold leaves a margin, so a PMI collects it before it fills.
+ *
+ * Threshold interrupts are PMIs through APIC_LVTPC. perf programs LVTPC as
+ * NMI when its driver is loaded; otherwise nobody does, so the allocator
+ * programs it while it has hardware tracers and restores it afterwards. BTS
+ * has no overflow status bit: the NMI handler claims an NMI only when a
+ * staging index has reached its threshold and leaves the rest to perf. It
+ * only queues irq_work; the collection runs with interrupts disabled.
+ *
+ * DEBUGCTL. The allocator writes it only with interrupts disabled and never
+ * from NMI, as a read-modify-write that keeps every bit but its own five, and
+ * it keeps a per-CPU shadow of those five. The other writers are step.c and
+ * __switch_to_xtra() (BTF, interrupts disabled, so they cannot interleave
+ * with ours on a CPU) and perf (LBR and freeze bits). perf's PMI handler
+ * disables LBR and freezing when it starts and enables them again from the
+ * same per-CPU state when it ends, and the CPU itself may clear LBR when it
+ * delivers the PMI; so an NMI that lands between our read and our write
+ * leaves the non-BTS bits as it found them, and our write does not undo it.
+ *
+ * Ownership and lifetime. Requests, releases and state changes run under
+ * ds_mutex. The context switch, the IPIs and the emulated backend read the
+ * published tracers with interrupts disabled. A state change publishes
+ * first and then runs ds_cpu_sync() on every online CPU and waits for it;
+ * since each CPU re-derives its hardware state from the published state with
+ * interrupts off, afterwards no CPU uses the old state and no reader still
+ * holds an unpublished tracer. The context switch hook is gated by
+ * TIF_DS_TRACE, so an untraced task pays nothing; the flag is cleared only
+ * after that synchronisation, so a tracer is never left loaded across the
+ * switch to another task.
+ *
+ * perf. Until perf becomes a client, only one of the two drives the Debug
+ * Store: hardware requests fail with -EBUSY while perf holds its DS buffers,
+ * and perf's reservation is refused while hardware tracers exist.
+ */
+
+#define pr_fmt(fmt) "ds: " fmt
+
+#include <linux/bitfield.h>
+#include <linux/cpu.h>
+#include <linux/cpuhotplug.h>
+#include <linux/gfp.h>
+#include <linux/irq_work.h>
+#include <linux/mm.h>
+#include <linux/mutex.h>
+#include <linux/percpu.h>
+#include <linux/sched.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/task.h>
+#include <linux/slab.h>
+#include <linux/smp.h>
+#include <linux/spinlock.h>
+#include <linux/timekeeping.h>
+#include <linux/vmalloc.h>
+
+#include <kunit/static_stub.h>
+
+#include <asm/apic.h>
+#include <asm/cpu_entry_area.h>
+#include <asm/debugreg.h>
+#include <asm/ds.h>
+#include <asm/intel_ds.h>
+#include <asm/msr.h>
+#include <asm/nmi.h>
+#include <asm/tlbflush.h>
+
+/* The DEBUGCTL bits this file owns. */
+#define DS_DEBUGCTL_MASK	(DEBUGCTLMSR_TR | DEBUGCTLMSR_BTS |	\
+				 DEBUGCTLMSR_BTINT |			\
+				 DEBUGCTLMSR_BTS_OFF_OS |		\
+				 DEBUGCTLMSR_BTS_OFF_USR)
+/* Store branch records in the DS buffer and interrupt at the threshold. */
+#define DS_DEBUGCTL_BTS_ON	(DEBUGCTLMSR_TR | DEBUGCTLMSR_BTS |	\
+				 DEBUGCTLMSR_BTINT)
+
+/* One 64-bit BTS record: from, to, flags. */
+#define DS_BTS_RECORD_SIZE	sizeof(struct ds_bts_record)
+
+/* Staging buffers: the CEA slots the kernel reserves for them. */
+#define DS_STAGE_SIZE		BTS_BUFFER_SIZE
+/* Core2 (PEBS format 0) hangs with PEBS buffers above one page. */
+#define DS_PEBS_FMT0_STAGE_SIZE	PAGE_SIZE
+/* Interrupt when 1/2^n of the staging buffer is left, as margin for skid. */
+#define DS_STAGE_MARGIN_SHIFT	4
+
+/* Netburst places the BTS controls at other DEBUGCTL bits: unsupported. */
+#define DS_NETBURST_FAMILY	0xf
+
+/* PEBS record sizes by IA32_PERF_CAPABILITIES[11:8], in u64 fields. */
+#define DS_PEBS_FMT_CORE	0	/* flags, ip, 16 GPRs */
+#define DS_PEBS_FMT_NHM		1	/* + status, dla, dse, lat */
+#define DS_PEBS_FMT_HSW		2	/* + real_ip, tsx_tuning */
+#define DS_PEBS_FMT_SKL		3	/* + tsc */
+#define DS_PEBS_FMT_ICL		4	/* adaptive: basic group */
+#define DS_PEBS_FMT_EPT		5	/* adaptive, PEBS-EPT */
+#define DS_PEBS_FMT_6		6	/* adaptive, as 6.12 perf treats it */
+#define DS_PEBS_NR_FORMATS	7
+
+static const u8 ds_pebs_record_words[DS_PEBS_NR_FORMATS] = {
+	[DS_PEBS_FMT_CORE]	= 18,
+	[DS_PEBS_FMT_NHM]	= 22,
+	[DS_PEBS_FMT_HSW]	= 24,
+	[DS_PEBS_FMT_SKL]	= 25,
+	/* format_size/group, ip, applicable counters, tsc */
+	[DS_PEBS_FMT_ICL]	= 4,
+	[DS_PEBS_FMT_EPT]	= 4,
+	[DS_PEBS_FMT_6]		= 4,
+};
+
+/**
+ * struct ds_hw_caps - what the Debug Store hardware offers
+ * @bts:	 BTS with the 64-bit format
+ * @pebs:	 PEBS with a known record format
+ * @pebs_format: IA32_PERF_CAPABILITIES[11:8]
+ */
+struct ds_hw_caps {
+	bool		bts;
+	bool		pebs;
+	unsigned int	pebs_format;
+};
+
+/*
+ * Every access to the hardware goes through these, so that the KUnit suite
+ * can run the allocator against a simulated CPU.
+ */
+struct ds_hw_ops {
+	void	(*probe)(struct ds_hw_caps *caps);
+	u64	(*read_debugctl)(void);
+	void	(*write_debugctl)(u64 val);
+	void	(*write_ds_area)(unsigned long addr);
+	u32	(*arm_pmi)(void);
+	void	(*ack_pmi)(void);
+	void	(*restore_pmi)(u32 lvtpc);
+	void	(*map)(void *cea, void *buf, size_t size);
+	void	(*unmap)(void *cea, size_t size);
+};
+
+/* The task side: the tracers of one thread, thread_struct::ds_ctx. */
+struct ds_context {
+	struct ds_tracer	*tracer[DS_NR_KINDS];
+};
+
+struct ds_tracer {
+	enum ds_kind		kind;
+	const struct ds_backend	*backend;
+	/* Traced task (referenced) while attached, or NULL. */
+	struct task_struct	*task;
+	/* Traced CPU, or -1 for a task tracer. */
+	int			cpu;
+	unsigned int		flags;
+	enum ds_overflow	overflow;
+	ds_notify_fn		notify;
+	void			*cookie;
+	/* Written under ds_mutex, read anywhere. */
+	bool			attached;
+	bool			suspended;
+	/* Notification pause; set under @lock, cleared under both. */
+	bool			paused;
+
+	/* The trace buffer; everything below is under @lock. */
+	raw_spinlock_t		lock;
+	void			*buf;
+	bool			own_buf;
+	size_t			rec_size;	/* bytes */
+	size_t			capacity;	/* records */
+	size_t			head;		/* next slot, records */
+	size_t			count;		/* valid records */
+	size_t			threshold;	/* notify at, records; 0: wrap */
+	u64			lost;		/* since the last clear */
+	u64			pebs_reset[DS_PEBS_MAX_RESETS];
+
+	/* Locked-memory charge: the mm (grabbed) and the pages. */
+	struct mm_struct	*mm;
+	unsigned long		charged;
+
+	struct irq_work		notify_work;
+};
+
+/* One half (BTS or PEBS) of the DS save area, in the SDM's field order. */
+struct ds_area_part {
+	u64	base;
+	u64	index;
+	u64	absmax;
+	u64	threshold;
+};
+
+/* Per-CPU hardware state; interrupts disabled unless noted. */
+struct ds_cpu {
+	/* DS save area: direct-map alias, and the CEA address the CPU uses. */
+	struct debug_store	*area;
+	unsigned long		area_hw;
+	/* Staging buffers: direct-map alias, CEA address, records. */
+	void			*stage[DS_NR_KINDS];
+	unsigned long		stage_hw[DS_NR_KINDS];
+	size_t			stage_cap[DS_NR_KINDS];
+	/* The per-CPU tracers of this CPU, published under ds_mutex. */
+	struct ds_tracer	*cpu_tracer[DS_NR_KINDS];
+	/* The tracers the staging records belong to. */
+	struct ds_tracer	*loaded[DS_NR_KINDS];
+	/* Our DEBUGCTL bits as last written. */
+	u64			debugctl;
+	/* APIC_LVTPC before we programmed it. */
+	u32			lvtpc;
+	/* IA32_DS_AREA points at @area. */
+	bool			armed;
+	/* Collection after a threshold PMI. */
+	struct irq_work		collect_work;
+};
+
+static DEFINE_PER_CPU(struct ds_cpu, ds_cpus);
+
+/* Serialises requests, releases, state changes and backend registration. */
+static DEFINE_MUTEX(ds_mutex);
+/* Hardware tracers (attached) and perf's hold; under ds_perf_lock too. */
+static DEFINE_SPINLOCK(ds_perf_lock);
+static unsigned int ds_hw_users;
+static bool ds_perf_held;
+/* Staging buffers exist and online CPUs are armed; under ds_mutex. */
+static bool ds_hw_active;
+/* Attached hardware tracers per kind, task and CPU; under ds_mutex. */
+static unsigned int ds_nr_task_hw[DS_NR_KINDS];
+static unsigned int ds_nr_cpu[DS_NR_KINDS];
+/* The emulated backend and its attached tracers; under ds_mutex. */
+static const struct ds_backend *ds_emulated;
+static unsigned int ds_nr_emulated;
+/* Pages charged to RLIMIT_MEMLOCK by all live tracers. */
+static atomic_long_t ds_charged = ATOMIC_LONG_INIT(0);
+
+static const struct ds_hw_ops ds_msr_ops;
+static const struct ds_hw_ops *ds_hw = &ds_msr_ops;
+static struct ds_hw_caps ds_caps;
+
+static void ds_cpu_sync(void *unused);
+
+static int ds_hw_backend_start(struct ds_tracer *tracer);
+static void ds_hw_backend_stop(struct ds_tracer *tracer);
+
+static const struct ds_backend ds_hw_backend = {
+	.name	= "hardware",
+	.kinds	= BIT(DS_BTS) | BIT(DS_PEBS),
+	.start	= ds_hw_backend_start,
+	.stop	= ds_hw_backend_stop,
+};
+
+/* --- the real hardware --- */
+
+static void ds_msr_probe(struct ds_hw_caps *caps)
+{
+	u64 perf_caps = 0;
+
+	memset(caps, 0, sizeof(*caps));
+	/* percpu_setup_debug_store() maps the CEA slots on Intel only. */
+	if (boot_cpu_data.x86_vendor != X86_VENDOR_INTEL ||
+	    boot_cpu_data.x86 == DS_NETBURST_FAMILY ||
+	    !boot_cpu_has(X86_FEATURE_DTES64))
+		return;
+
+	caps->bts = boot_cpu_has(X86_FEATURE_BTS);
+	if (!boot_cpu_has(X86_FEATURE_PEBS))
+		return;
+	/* Without PDCM there is no capabilities MSR: format 0. */
+	if (boot_cpu_has(X86_FEATURE_PDCM))
+		rdmsrl(MSR_IA32_PERF_CAPABILITIES, perf_caps);
+	caps->pebs = true;
+	caps->pebs_format = FIELD_GET(PERF_CAP_PEBS_FORMAT, perf_caps);
+}
+
+static u64 ds_msr_read_debugctl(void)
+{
+	return get_debugctlmsr();
+}
+
+static void ds_msr_write_debugctl(u64 val)
+{
+	update_debugctlmsr(val);
+}
+
+static void ds_msr_write_ds_area(unsigned long addr)
+{
+	wrmsrl(MSR_IA32_DS_AREA, addr);
+}
+
+static u32 ds_msr_arm_pmi(void)
+{
+	u32 old = apic_read(APIC_LVTPC);
+
+	apic_write(APIC_LVTPC, APIC_DM_NMI);
+	return old;
+}
+
+/* Many CPUs mask LVTPC when they deliver a PMI. */
+static void ds_msr_ack_pmi(void)
+{
+	apic_write(APIC_LVTPC, APIC_DM_NMI);
+}
+
+static void ds_msr_restore_pmi(u32 lvtpc)
+{
+	apic_write(APIC_LVTPC, lvtpc);
+}
+
+static void ds_msr_map(void *cea, void *buf, size_t size)
+{
+	unsigned long start = (unsigned long)cea;
+	size_t off;
+
+	/* cea_set_pte() flushes this CPU's TLB entry: stay on this CPU. */
+	preempt_disable();
+	for (off = 0; off < size; off += PAGE_SIZE)
+		cea_set_pte(cea + off, virt_to_phys(buf + off), PAGE_KERNEL);
+	preempt_enable();
+	/* The slot is shared by all CPUs' page tables: flush them all. */
+	flush_tlb_kernel_range(start, start + size);
+}
+
+static void ds_msr_unmap(void *cea, size_t size)
+{
+	unsigned long start = (unsigned long)cea;
+	size_t off;
+
+	preempt_disable();
+	for (off = 0; off < size; off += PAGE_SIZE)
+		cea_set_pte(cea + off, 0, PAGE_NONE);
+	preempt_enable();
+	flush_tlb_kernel_range(start, start + size);
+}
+
+static const struct ds_hw_ops ds_msr_ops = {
+	.probe		= ds_msr_probe,
+	.read_debugctl	= ds_msr_read_debugctl,
+	.write_debugctl	= ds_msr_write_debugctl,
+	.write_ds_area	= ds_msr_write_ds_area,
+	.arm_pmi	= ds_msr_arm_pmi,
+	.ack_pmi	= ds_msr_ack_pmi,
+	.restore_pmi	= ds_msr_restore_pmi,
+	.map		= ds_msr_map,
+	.unmap		= ds_msr_unmap,
+};
+
+/* --- hardware capabilities --- */
+
+static size_t ds_hw_record_size(enum ds_kind kind)
+{
+	if (kind == DS_BTS)
+		return ds_caps.bts ? DS_BTS_RECORD_SIZE : 0;
+	if (!ds_caps.pebs || ds_caps.pebs_format >= DS_PEBS_NR_FORMATS)
+		return 0;
+	return ds_pebs_record_words[ds_caps.pebs_format] * sizeof(u64);
+}
+
+static void ds_probe(void)
+{
+	ds_hw->probe(&ds_caps);
+	if (ds_caps.pebs && !ds_hw_record_size(DS_PEBS)) {
+		pr_info("unknown PEBS format %u, PEBS unsupported\n",
+			ds_caps.pebs_format);
+		ds_caps.pebs = false;
+	}
+}
+
+int ds_record_size(enum ds_kind kind)
+{
+	size_t size;
+
+	if (kind != DS_BTS && kind != DS_PEBS)
+		return -EINVAL;
+	size = ds_hw_record_size(kind);
+	/* The emulated backend stores the same BTS records. */
+	if (!size && kind == DS_BTS && READ_ONCE(ds_emulated))
+		size = DS_BTS_RECORD_SIZE;
+	return size ? size : -EOPNOTSUPP;
+}
+EXPORT_SYMBOL_GPL(ds_record_size);
+
+int ds_pebs_format(void)
+{
+	return ds_caps.pebs ? ds_caps.pebs_format : -EOPNOTSUPP;
+}
+EXPORT_SYMBOL_GPL(ds_pebs_format);
+
+/* --- the trace buffer --- */
+
+static bool ds_recording(const struct ds_tracer *tracer)
+{
+	return READ_ONCE(tracer->attached) && !READ_ONCE(tracer->suspended) &&
+	       !READ_ONCE(tracer->paused);
+}
+
+/*
+ * Notify when the count crosses the threshold, not while it stays above:
+ * a client that resumes without draining fills the rest of the buffer.
+ */
+static void ds_buf_check_threshold(struct ds_tracer *tracer, size_t before)
+{
+	lockdep_assert_held(&tracer->lock);
+
+	if (tracer->overflow != DS_OVERFLOW_NOTIFY || tracer->paused ||
+	    before >= tracer->threshold || tracer->count < tracer->threshold)
+		return;
+	WRITE_ONCE(tracer->paused, true);
+	irq_work_queue(&tracer->notify_work);
+}
+
+static void ds_buf_append(struct ds_tracer *tracer, const void *src, size_t n)
+{
+	size_t before = tracer->count;
+
+	lockdep_assert_held(&tracer->lock);
+
+	for (; n; n--, src += tracer->rec_size) {
+		if (tracer->count == tracer->capacity &&
+		    tracer->overflow == DS_OVERFLOW_NOTIFY) {
+			/* Keep what the client has not seen: drop the rest. */
+			tracer->lost += n;
+			break;
+		}
+		if (tracer->count < tracer->capacity)
+			tracer->count++;
+		else
+			tracer->lost++;
+		memcpy(tracer->buf + tracer->head * tracer->rec_size, src,
+		       tracer->rec_size);
+		if (++tracer->head == tracer->capacity)
+			tracer->head = 0;
+	}
+	ds_buf_check_threshold(tracer, before);
+}
+
+static void ds_buf_reset(struct ds_tracer *tracer)
+{
+	lockdep_assert_held(&tracer->lock);
+
+	tracer->head = 0;
+	tracer->count = 0;
+	tracer->lost = 0;
+	WRITE_ONCE(tracer->paused, false);
+}
+
+static void ds_notify_work(struct irq_work *work)
+{
+	struct ds_tracer *tracer = container_of(work, struct ds_tracer,
+						notify_work);
+
+	tracer->notify(tracer, tracer->cookie);
+}
+
+/* Redirected by the KUnit suite to fail allocations on purpose. */
+static void *ds_buffer_alloc(size_t size)
+{
+	KUNIT_STATIC_STUB_REDIRECT(ds_buffer_alloc, size);
+	return vzalloc(size);
+}
+
+static int ds_charge(struct ds_tracer *tracer, size_t bytes)
+{
+	struct mm_struct *mm = current->mm;
+	unsigned long pages = PFN_UP(bytes);
+	int err;
+
+	/* Kernel threads have no locked-memory limit to charge. */
+	if (!mm)
+		return 0;
+	err = account_locked_vm(mm, pages, true);
+	if (err)
+		return err;
+	/* The refund must find this mm even after the requester exits. */
+	mmgrab(mm);
+	tracer->mm = mm;
+	tracer->charged = pages;
+	atomic_long_add(pages, &ds_charged);
+	return 0;
+}
+
+static void ds_refund(struct ds_tracer *tracer)
+{
+	if (!tracer->mm)
+		return;
+	account_locked_vm(tracer->mm, tracer->charged, false);
+	atomic_long_sub(tracer->charged, &ds_charged);
+	mmdrop(tracer->mm);
+	tracer->mm = NULL;
+}
+
+static int ds_buf_alloc(struct ds_tracer *tracer, const struct ds_config *cfg,
+			bool charge)
+{
+	size_t bytes = tracer->capacity * tracer->rec_size;
+	int err;
+
+	if (cfg->buffer) {
+		tracer->buf = cfg->buffer;
+		return 0;
+	}
+	if (charge) {
+		err = ds_charge(tracer, bytes);
+		if (err)
+			return err;
+	}
+	tracer->buf = ds_buffer_alloc(bytes);
+	if (!tracer->buf) {
+		ds_refund(tracer);
+		return -ENOMEM;
+	}
+	tracer->own_buf = true;
+	return 0;
+}
+
+static void ds_tracer_free(struct ds_tracer *tracer)
+{
+	if (tracer->own_buf)
+		vfree(tracer->buf);
+	ds_refund(tracer);
+	kfree(tracer);
+}
+
+/* --- request validation --- */
+
+static int ds_config_check(enum ds_kind kind, bool per_cpu,
+			   const struct ds_config *cfg)
+{
+	if (!cfg || cfg->flags & ~DS_FLAGS_MASK ||
+	    !(cfg->flags & (DS_KERNEL | DS_USER)))
+		return -EINVAL;
+	/* Scheduling events only make sense for BTS of a task. */
+	if (cfg->flags & DS_TIMESTAMPS && (kind != DS_BTS || per_cpu))
+		return -EINVAL;
+	if (cfg->backend > DS_BACKEND_EMULATED)
+		return -EINVAL;
+	if (!cfg->size || cfg->size > DS_MAX_BUFFER_SIZE)
+		return -EINVAL;
+
+	switch (cfg->overflow) {
+	case DS_OVERFLOW_WRAP:
+		return cfg->threshold || cfg->notify ? -EINVAL : 0;
+	case DS_OVERFLOW_NOTIFY:
+		return cfg->notify ? 0 : -EINVAL;
+	default:
+		return -EINVAL;
+	}
+}
+
+static struct ds_tracer *ds_tracer_alloc(enum ds_kind kind, bool per_cpu,
+					 const struct ds_config *cfg)
+{
+	struct ds_tracer *tracer;
+	int size, err;
+
+	err = ds_config_check(kind, per_cpu, cfg);
+	if (err)
+		return ERR_PTR(err);
+	size = ds_record_size(kind);
+	if (size < 0)
+		return ERR_PTR(size);
+	if (cfg->size < size || cfg->threshold > cfg->size / size)
+		return ERR_PTR(-EINVAL);
+
+	tracer = kzalloc(sizeof(*tracer), GFP_KERNEL);
+	if (!tracer)
+		return ERR_PTR(-ENOMEM);
+	tracer->kind = kind;
+	tracer->cpu = -1;
+	tracer->flags = cfg->flags;
+	tracer->overflow = cfg->overflow;
+	tracer->notify = cfg->notify;
+	tracer->cookie = cfg->cookie;
+	tracer->rec_size = size;
+	tracer->capacity = cfg->size / size;
+	if (cfg->overflow == DS_OVERFLOW_NOTIFY)
+		tracer->threshold = cfg->threshold ?: tracer->capacity;
+	raw_spin_lock_init(&tracer->lock);
+	init_irq_work(&tracer->notify_work, ds_notify_work);
+
+	/* Per-CPU tracers serve kernel clients: not charged. */
+	err = ds_buf_alloc(tracer, cfg, !per_cpu);
+	if (err) {
+		kfree(tracer);
+		return ERR_PTR(err);
+	}
+	return tracer;
+}
+
+/* --- the DS save area and the staging buffers --- */
+
+static struct ds_area_part *ds_part(struct debug_store *area,
+				    enum ds_kind kind)
+{
+	BUILD_BUG_ON(offsetof(struct debug_store, bts_interrupt_threshold) !=
+		     offsetof(struct debug_store, bts_buffer_base) +
+		     offsetof(struct ds_area_part, threshold));
+	BUILD_BUG_ON(offsetof(struct debug_store, pebs_interrupt_threshold) !=
+		     offsetof(struct debug_store, pebs_buffer_base) +
+		     offsetof(struct ds_area_part, threshold));
+
+	if (kind == DS_BTS)
+		return (struct ds_area_part *)&area->bts_buffer_base;
+	return (struct ds_area_part *)&area->pebs_buffer_base;
+}
+
+static void *ds_stage_ptr(struct ds_cpu *dc, enum ds_kind kind, u64 hwaddr)
+{
+	return dc->stage[kind] + (hwaddr - dc->stage_hw[kind]);
+}
+
+static size_t ds_stage_size(enum ds_kind kind)
+{
+	if (kind == DS_PEBS && ds_caps.pebs_format == DS_PEBS_FMT_CORE)
+		return DS_PEBS_FMT0_STAGE_SIZE;
+	return DS_STAGE_SIZE;
+}
+
+static bool ds_kind_present(enum ds_kind kind)
+{
+	return kind == DS_BTS ? ds_caps.bts : ds_caps.pebs;
+}
+
+/* The staging threshold in records: early enough to collect in time. */
+static size_t ds_stage_threshold(struct ds_cpu *dc, enum ds_kind kind,
+				 struct ds_tracer *tracer)
+{
+	size_t cap = dc->stage_cap[kind];
+	size_t th = cap - (cap >> DS_STAGE_MARGIN_SHIFT);
+	size_t room = 0;
+
+	if (tracer->overflow != DS_OVERFLOW_NOTIFY)
+		return th;
+	/* Interrupt right where the trace buffer reaches its threshold. */
+	raw_spin_lock(&tracer->lock);
+	if (tracer->count < tracer->threshold)
+		room = tracer->threshold - tracer->count;
+	raw_spin_unlock(&tracer->lock);
+	return room ? min(th, room) : th;
+}
+
+static void ds_stage_program(struct ds_cpu *dc, enum ds_kind kind,
+			     struct ds_tracer *tracer)
+{
+	struct ds_area_part *part = ds_part(dc->area, kind);
+	size_t rec = ds_hw_record_size(kind);
+	u64 base = dc->stage_hw[kind];
+
+	lockdep_assert_irqs_disabled();
+
+	part->base = base;
+	part->index = base;
+	if (!tracer) {
+		/* Nothing fits, and the threshold is out of reach. */
+		part->absmax = base;
+		part->threshold = base + rec;
+		return;
+	}
+	part->absmax = base + dc->stage_cap[kind] * rec;
+	part->threshold = base + ds_stage_threshold(dc, kind, tracer) * rec;
+	if (kind == DS_PEBS)
+		memcpy(dc->area->pebs_event_reset, tracer->pebs_reset,
+		       sizeof(tracer->pebs_reset));
+}
+
+static void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)
+{
+	struct ds_area_part *part = ds_part(dc->area, kind);
+	struct ds_tracer *tracer = dc->loaded[kind];
+	size_t rec = ds_hw_record_size(kind);
+	size_t n;
+
+	lockdep_assert_irqs_disabled();
+
+	/* Never trust the index beyond the buffer the hardware was given. */
+	n = min_t(u64, part->index - part->base, part->absmax - part->base);
+	n /= rec;
+	if (n) {
+		raw_spin_lock(&tracer->lock);
+		ds_buf_append(tracer, dc->stage[kind], n);
+		raw_spin_unlock(&tracer->lock);
+	}
+	part->index = part->base;
+}
+
+/* --- per-CPU hardware state, interrupts disabled --- */
+
+static void ds_debugctl_set(struct ds_cpu *dc, u64 bits)
+{
+	u64 val;
+
+	lockdep_assert_irqs_disabled();
+
+	if (dc->debugctl == bits)
+		return;
+	val = ds_hw->read_debugctl();
+	ds_hw->write_debugctl((val & ~DS_DEBUGCTL_MASK) | bits);
+	dc->debugctl = bits;
+}
+
+static u64 ds_bts_bits(const struct ds_tracer *tracer)
+{
+	u64 bits = DS_DEBUGCTL_BTS_ON;
+
+	if (!tracer || !ds_recording(tracer))
+		return 0;
+	if (!(tracer->flags & DS_KERNEL))
+		bits |= DEBUGCTLMSR_BTS_OFF_OS;
+	if (!(tracer->flags & DS_USER))
+		bits |= DEBUGCTLMSR_BTS_OFF_USR;
+	return bits;
+}
+
+static struct ds_context *ds_task_ctx(struct task_struct *task)
+{
+	if (!task || !test_tsk_thread_flag(task, TIF_DS_TRACE))
+		return NULL;
+	return READ_ONCE(task->thread.ds_ctx);
+}
+
+/* The tracer that should own this CPU's staging buffer while @task runs. */
+static struct ds_tracer *ds_wanted(struct ds_cpu *dc, enum ds_kind kind,
+				   struct task_struct *task)
+{
+	struct ds_tracer *tracer = READ_ONCE(dc->cpu_tracer[kind]);
+	struct ds_context *ctx;
+
+	if (tracer)
+		return tracer;
+	ctx = ds_task_ctx(task);
+	tracer = ctx ? READ_ONCE(ctx->tracer[kind]) : NULL;
+	return tracer && tracer->backend == &ds_hw_backend ? tracer : NULL;
+}
+
+/* BTS off, then every staging buffer into its tracer. */
+static void ds_cpu_stop(struct ds_cpu *dc)
+{
+	enum ds_kind kind;
+
+	lockdep_assert_irqs_disabled();
+
+	if (!dc->armed)
+		return;
+	ds_debugctl_set(dc, 0);
+	for (kind = 0; kind < DS_NR_KINDS; kind++)
+		if (dc->loaded[kind])
+			ds_stage_collect(dc, kind);
+}
+
+/* Load the tracers @task wants and switch BTS on as they say. */
+static void ds_cpu_start(struct ds_cpu *dc, struct task_struct *task)
+{
+	struct ds_tracer *tracer;
+	enum ds_kind kind;
+
+	lockdep_assert_irqs_disabled();
+
+	if (!dc->armed)
+		return;
+	for (kind = 0; kind < DS_NR_KINDS; kind++) {
+		if (!dc->stage[kind])
+			continue;
+		tracer = ds_wanted(dc, kind, task);
+		dc->loaded[kind] = tracer;
+		ds_stage_program(dc, kind, tracer);
+	}
+	ds_debugctl_set(dc, ds_bts_bits(dc->loaded[DS_BTS]));
+}
+
+static void ds_cpu_unload(struct ds_cpu *dc)
+{
+	enum ds_kind kind;
+
+	ds_cpu_stop(dc);
+	for (kind = 0; kind < DS_NR_KINDS; kind++) {
+		dc->loaded[kind] = NULL;
+		if (dc->stage[kind])
+			ds_stage_program(dc, kind, NULL);
+	}
+}
+
+static void ds_cpu_arm(struct ds_cpu *dc)
+{
+	lockdep_assert_irqs_disabled();
+
+	if (dc->armed)
+		return;
+	ds_hw->write_ds_area(dc->area_hw);
+	dc->lvtpc = ds_hw->arm_pmi();
+	/* The NMI handler may look at the area from now on. */
+	WRITE_ONCE(dc->armed, true);
+	ds_cpu_start(dc, current);
+}
+
+static void ds_cpu_disarm(struct ds_cpu *dc)
+{
+	lockdep_assert_irqs_disabled();
+
+	if (!dc->armed)
+		return;
+	ds_cpu_unload(dc);
+	WRITE_ONCE(dc->armed, false);
+	ds_hw->write_ds_area(0);
+	ds_hw->restore_pmi(dc->lvtpc);
+}
+
+/* Make this CPU's hardware match the published state; IPI callback. */
+static void ds_cpu_sync(void *unused)
+{
+	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
+
+	ds_cpu_stop(dc);
+	ds_cpu_start(dc, current);
+}
+
+static void ds_sync_all(void)
+{
+	lockdep_assert_held(&ds_mutex);
+	on_each_cpu(ds_cpu_sync, NULL, 1);
+}
+
+static void ds_cpu_arm_ipi(void *unused)
+{
+	ds_cpu_arm(this_cpu_ptr(&ds_cpus));
+}
+
+static void ds_cpu_disarm_ipi(void *unused)
+{
+	ds_cpu_disarm(this_cpu_ptr(&ds_cpus));
+}
+
+static void ds_collect_work(struct irq_work *work)
+{
+	ds_cpu_sync(NULL);
+}
+
+static bool ds_cpu_at_threshold(struct ds_cpu *dc)
+{
+	struct ds_area_part *part;
+	enum ds_kind kind;
+
+	for (kind = 0; kind < DS_NR_KINDS; kind++) {
+		if (!dc->stage[kind])
+			continue;
+		part = ds_part(dc->area, kind);
+		if (READ_ONCE(part->index) >= READ_ONCE(part->threshold))
+			return true;
+	}
+	return false;
+}
+
+/* BTS has no overflow status bit: the index tells whether the PMI is ours. */
+static int ds_nmi_handler(unsigned int cmd, struct pt_regs *regs)
+{
+	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
+
+	if (!READ_ONCE(dc->armed) || !ds_cpu_at_threshold(dc))
+		return NMI_DONE;
+	ds_hw->ack_pmi();
+	irq_work_queue(&dc->collect_work);
+	return NMI_HANDLED;
+}
+
+/* --- hardware resources, shared by all hardware tracers --- */
+
+static void ds_stage_free(int cpu, enum ds_kind kind)
+{
+	struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
+	size_t size = ds_stage_size(kind);
+
+	if (!dc->stage[kind])
+		return;
+	ds_hw->unmap((void *)dc->stage_hw[kind], size);
+	free_pages((unsigned long)dc->stage[kind], get_order(size));
+	dc->stage[kind] = NULL;
+}
+
+static int ds_stage_alloc(int cpu, enum ds_kind kind)
+{
+	struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
+	struct debug_store_buffers *cea;
+	size_t size = ds_stage_size(kind);
+	struct page *page;
+
+	page = alloc_pages_node(cpu_to_node(cpu),
+				GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN,
+				get_order(size));
+	if (!page)
+		return -ENOMEM;
+	cea = &get_cpu_entry_area(cpu)->cpu_debug_buffers;
+	dc->stage[kind] = page_address(page);
+	dc->stage_hw[kind] = (unsigned long)(kind == DS_BTS ? cea->bts_buffer :
+							    cea->pebs_buffer);
+	dc->stage_cap[kind] = size / ds_hw_record_size(kind);
+	ds_hw->map((void *)dc->stage_hw[kind], dc->stage[kind], size);
+	return 0;
+}
+
+static void ds_stage_free_all(void)
+{
+	enum ds_kind kind;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		for (kind = 0; kind < DS_NR_KINDS; kind++)
+			ds_stage_free(cpu, kind);
+}
+
+static int ds_stage_alloc_all(void)
+{
+	enum ds_kind kind;
+	int cpu, err;
+
+	for_each_possible_cpu(cpu) {
+		struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
+
+		dc->area = per_cpu_ptr(&cpu_debug_store, cpu);
+		dc->area_hw = (unsigned long)&get_cpu_entry_area(cpu)->cpu_debug_store;
+		/* perf may have used the area before. */
+		memset(dc->area, 0, sizeof(*dc->area));
+		dc->debugctl = 0;
+		for (kind = 0; kind < DS_NR_KINDS; kind++) {
+			if (!ds_kind_present(kind))
+				continue;
+			err = ds_stage_alloc(cpu, kind);
+			if (err)
+				goto free_stages;
+		}
+	}
+	return 0;
+
+free_stages:
+	ds_stage_free_all();
+	return err;
+}
+
+/* The first hardware tracer sets up the staging buffers and every CPU. */
+static int ds_hw_setup(void)
+{
+	int err;
+
+	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_cpus_held();
+
+	err = ds_stage_alloc_all();
+	if (err)
+		return err;
+	err = register_nmi_handler(NMI_LOCAL, ds_nmi_handler, 0, "ds");
+	if (err)
+		goto free_stages;
+	/* Onlining CPUs arm themselves from now on. */
+	WRITE_ONCE(ds_hw_active, true);
+	on_each_cpu(ds_cpu_arm_ipi, NULL, 1);
+	return 0;
+
+free_stages:
+	ds_stage_free_all();
+	return err;
+}
+
+static void ds_hw_teardown(void)
+{
+	int cpu;
+
+	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_cpus_held();
+
+	WRITE_ONCE(ds_hw_active, false);
+	on_each_cpu(ds_cpu_disarm_ipi, NULL, 1);
+	unregister_nmi_handler(NMI_LOCAL, "ds");
+	for_each_possible_cpu(cpu)
+		irq_work_sync(&per_cpu_ptr(&ds_cpus, cpu)->collect_work);
+	ds_stage_free_all();
+}
+
+static int ds_hw_get(void)
+{
+	int err = 0;
+
+	lockdep_assert_held(&ds_mutex);
+
+	spin_lock(&ds_perf_lock);
+	if (ds_perf_held)
+		err = -EBUSY;
+	else
+		ds_hw_users++;
+	spin_unlock(&ds_perf_lock);
+	if (err || ds_hw_users > 1)
+		return err;
+
+	err = ds_hw_setup();
+	if (err) {
+		spin_lock(&ds_perf_lock);
+		ds_hw_users--;
+		spin_unlock(&ds_perf_lock);
+	}
+	return err;
+}
+
+static void ds_hw_put(void)
+{
+	bool last;
+
+	lockdep_assert_held(&ds_mutex);
+
+	spin_lock(&ds_perf_lock);
+	last = !--ds_hw_users;
+	spin_unlock(&ds_perf_lock);
+	if (last)
+		ds_hw_teardown();
+}
+
+/* --- CPU hotplug --- */
+
+static int ds_cpu_online(unsigned int cpu)
+{
+	local_irq_disable();
+	if (READ_ONCE(ds_hw_active))
+		ds_cpu_arm(this_cpu_ptr(&ds_cpus));
+	local_irq_enable();
+	return 0;
+}
+
+/* Collect, stop BTS and clear IA32_DS_AREA; per-CPU tracers stay. */
+static int ds_cpu_offline(unsigned int cpu)
+{
+	local_irq_disable();
+	ds_cpu_disarm(this_cpu_ptr(&ds_cpus));
+	local_irq_enable();
+	return 0;
+}
+
+/* --- backends --- */
+
+static int ds_hw_backend_start(struct ds_tracer *tracer)
+{
+	bool per_cpu = tracer->cpu >= 0;
+	enum ds_kind kind = tracer->kind;
+	int err;
+
+	/* Task and CPU tracers of a kind would fight over the staging buffer. */
+	if (per_cpu ? ds_nr_task_hw[kind] : ds_nr_cpu[kind])
+		return -EBUSY;
+	err = ds_hw_get();
+	if (err)
+		return err;
+	if (per_cpu)
+		ds_nr_cpu[kind]++;
+	else
+		ds_nr_task_hw[kind]++;
+	return 0;
+}
+
+static void ds_hw_backend_stop(struct ds_tracer *tracer)
+{
+	if (tracer->cpu >= 0)
+		ds_nr_cpu[tracer->kind]--;
+	else
+		ds_nr_task_hw[tracer->kind]--;
+	ds_hw_put();
+}
+
+static bool ds_hw_is_free(void)
+{
+	bool held;
+
+	spin_lock(&ds_perf_lock);
+	held = ds_perf_held;
+	spin_unlock(&ds_perf_lock);
+	return !held;
+}
+
+static const struct ds_backend *ds_choose_backend(enum ds_kind kind,
+						  bool per_cpu,
+						  enum ds_backend_id want)
+{
+	const struct ds_backend *emu = ds_emulated;
+	bool hw = ds_kind_present(kind);
+
+	lockdep_assert_held(&ds_mutex);
+
+	if (per_cpu || (emu && !(emu->kinds & BIT(kind))))
+		emu = NULL;
+	switch (want) {
+	case DS_BACKEND_HARDWARE:
+		return hw ? &ds_hw_backend : ERR_PTR(-EOPNOTSUPP);
+	case DS_BACKEND_EMULATED:
+		return emu ?: ERR_PTR(-EOPNOTSUPP);
+	default:
+		/* Prefer the hardware, unless perf holds it and we can emulate. */
+		if (hw && (ds_hw_is_free() || !emu))
+			return &ds_hw_backend;
+		return emu ?: ERR_PTR(-EOPNOTSUPP);
+	}
+}
+
+static int ds_backend_start(struct ds_tracer *tracer)
+{
+	int err;
+
+	if (tracer->backend == &ds_hw_backend)
+		return ds_hw_backend_start(tracer);
+	err = tracer->backend->start(tracer);
+	if (!err)
+		ds_nr_emulated++;
+	return err;
+}
+
+static void ds_backend_stop(struct ds_tracer *tracer)
+{
+	if (tracer->backend == &ds_hw_backend) {
+		ds_hw_backend_stop(tracer);
+		return;
+	}
+	tracer->backend->stop(tracer);
+	ds_nr_emulated--;
+}
+
+/* --- attaching and detaching --- */
+
+static void ds_unpublish(struct ds_tracer *tracer, struct ds_context **freep)
+{
+	struct task_struct *task = tracer->task;
+	struct ds_context *ctx;
+	enum ds_kind kind;
+
+	*freep = NULL;
+	if (!task) {
+		WRITE_ONCE(per_cpu(ds_cpus, tracer->cpu).cpu_tracer[tracer->kind],
+			   NULL);
+		return;
+	}
+	ctx = task->thread.ds_ctx;
+	WRITE_ONCE(ctx->tracer[tracer->kind], NULL);
+	for (kind = 0; kind < DS_NR_KINDS; kind++)
+		if (ctx->tracer[kind])
+			return;
+	WRITE_ONCE(task->thread.ds_ctx, NULL);
+	*freep = ctx;
+}
+
+/* Stop a tracer for good; its buffer stays readable until ds_release(). */
+static void ds_detach(struct ds_tracer *tracer)
+{
+	struct ds_context *ctx;
+
+	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_cpus_held();
+
+	if (!tracer->attached)
+		return;
+	ds_unpublish(tracer, &ctx);
+	/* Wait out every CPU that may still use it; collect its records. */
+	ds_sync_all();
+	if (ctx) {
+		/* Only now: a switch must not skip a CPU that still had it. */
+		clear_tsk_thread_flag(tracer->task, TIF_DS_TRACE);
+		kfree(ctx);
+	}
+	ds_backend_stop(tracer);
+	WRITE_ONCE(tracer->attached, false);
+	if (tracer->task)
+		put_task_struct(tracer->task);
+	tracer->task = NULL;
+}
+
+static int ds_attach_cpu(struct ds_tracer *tracer, int cpu)
+{
+	struct ds_cpu *dc;
+	int err;
+
+	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_cpus_held();
+
+	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_possible(cpu))
+		return -EINVAL;
+	if (!cpu_online(cpu))
+		return -ENODEV;
+	dc = per_cpu_ptr(&ds_cpus, cpu);
+	if (dc->cpu_tracer[tracer->kind])
+		return -EBUSY;
+	tracer->cpu = cpu;
+	err = ds_backend_start(tracer);
+	if (err)
+		return err;
+	WRITE_ONCE(tracer->attached, true);
+	WRITE_ONCE(dc->cpu_tracer[tracer->kind], tracer);
+	ds_sync_all();
+	return 0;
+}
+
+static struct ds_context *ds_task_slot(struct task_struct *task,
+				       enum ds_kind kind)
+{
+	struct ds_context *ctx = task->thread.ds_ctx;
+
+	if (ctx && ctx->tracer[kind])
+		return ERR_PTR(-EBUSY);
+	return ctx ?: kzalloc(sizeof(*ctx), GFP_KERNEL) ?: ERR_PTR(-ENOMEM);
+}
+
+static int ds_attach_task(struct ds_tracer *tracer, struct task_struct *task)
+{
+	struct ds_context *ctx;
+	int err;
+
+	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_cpus_held();
+
+	if (task->flags & PF_EXITING)
+		return -ESRCH;
+	ctx = ds_task_slot(task, tracer->kind);
+	if (IS_ERR(ctx))
+		return PTR_ERR(ctx);
+	get_task_struct(task);
+	tracer->task = task;
+	err = ds_backend_start(tracer);
+	if (err)
+		goto put_task;
+
+	WRITE_ONCE(tracer->attached, true);
+	WRITE_ONCE(ctx->tracer[tracer->kind], tracer);
+	WRITE_ONCE(task->thread.ds_ctx, ctx);
+	set_tsk_thread_flag(task, TIF_DS_TRACE);
+	/*
+	 * Pairs with the barrier in ds_exit_thread(): either the exiting task
+	 * sees its context and detaches us, or we see PF_EXITING here.
+	 */
+	smp_mb();
+	if (task->flags & PF_EXITING) {
+		ds_detach(tracer);
+		return -ESRCH;
+	}
+	if (tracer->backend == &ds_hw_backend)
+		ds_sync_all();
+	return 0;
+
+put_task:
+	tracer->task = NULL;
+	put_task_struct(task);
+	if (ctx != task->thread.ds_ctx)
+		kfree(ctx);
+	return err;
+}
+
+/* --- requests --- */
+
+static int ds_attach(struct ds_tracer *tracer, struct task_struct *task,
+		     int cpu, enum ds_backend_id want)
+{
+	const struct ds_backend *backend;
+	int err;
+
+	mutex_lock(&ds_mutex);
+	cpus_read_lock();
+	backend = ds_choose_backend(tracer->kind, !task, want);
+	if (IS_ERR(backend)) {
+		err = PTR_ERR(backend);
+		goto unlock;
+	}
+	tracer->backend = backend;
+	if (task)
+		err = ds_attach_task(tracer, task);
+	else
+		err = ds_attach_cpu(tracer, cpu);
+unlock:
+	cpus_read_unlock();
+	mutex_unlock(&ds_mutex);
+	return err;
+}
+
+static struct ds_tracer *ds_request(enum ds_kind kind,
+				    struct task_struct *task, int cpu,
+				    const struct ds_config *cfg)
+{
+	struct ds_tracer *tracer;
+	int err;
+
+	might_sleep();
+
+	tracer = ds_tracer_alloc(kind, !task, cfg);
+	if (IS_ERR(tracer))
+		return tracer;
+	err = ds_attach(tracer, task, cpu, cfg->backend);
+	if (err) {
+		ds_tracer_free(tracer);
+		return ERR_PTR(err);
+	}
+	return tracer;
+}
+
+struct ds_tracer *ds_request_bts_task(struct task_struct *task,
+				      const struct ds_config *cfg)
+{
+	if (!task)
+		return ERR_PTR(-EINVAL);
+	return ds_request(DS_BTS, task, -1, cfg);
+}
+EXPORT_SYMBOL_GPL(ds_request_bts_task);
+
+struct ds_tracer *ds_request_bts_cpu(int cpu, const struct ds_config *cfg)
+{
+	return ds_request(DS_BTS, NULL, cpu, cfg);
+}
+EXPORT_SYMBOL_GPL(ds_request_bts_cpu);
+
+struct ds_tracer *ds_request_pebs_task(struct task_struct *task,
+				       const struct ds_config *cfg)
+{
+	if (!task)
+		return ERR_PTR(-EINVAL);
+	return ds_request(DS_PEBS, task, -1, cfg);
+}
+EXPORT_SYMBOL_GPL(ds_request_pebs_task);
+
+struct ds_tracer *ds_request_pebs_cpu(int cpu, const struct ds_config *cfg)
+{
+	return ds_request(DS_PEBS, NULL, cpu, cfg);
+}
+EXPORT_SYMBOL_GPL(ds_request_pebs_cpu);
+
+void ds_release(struct ds_tracer *tracer)
+{
+	if (IS_ERR_OR_NULL(tracer))
+		return;
+	might_sleep();
+
+	mutex_lock(&ds_mutex);
+	cpus_read_lock();
+	ds_detach(tracer);
+	cpus_read_unlock();
+	mutex_unlock(&ds_mutex);
+	/* A notification queued by the last collection may still run. */
+	irq_work_sync(&tracer->notify_work);
+	ds_tracer_free(tracer);
+}
+EXPORT_SYMBOL_GPL(ds_release);
+
+/* --- control and reading --- */
+
+/* Pull pending hardware records and apply the tracer's new state. */
+static void ds_tracer_sync(struct ds_tracer *tracer)
+{
+	lockdep_assert_held(&ds_mutex);
+
+	if (tracer->attached && tracer->backend == &ds_hw_backend)
+		ds_sync_all();
+}
+
+static int ds_set_suspended(struct ds_tracer *tracer, bool suspended)
+{
+	unsigned long flags;
+
+	if (IS_ERR_OR_NULL(tracer))
+		return -EINVAL;
+	might_sleep();
+
+	mutex_lock(&ds_mutex);
+	WRITE_ONCE(tracer->suspended, suspended);
+	if (!suspended) {
+		raw_spin_lock_irqsave(&tracer->lock, flags);
+		WRITE_ONCE(tracer->paused, false);
+		raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	}
+	ds_tracer_sync(tracer);
+	mutex_unlock(&ds_mutex);
+	return 0;
+}
+
+int ds_suspend(struct ds_tracer *tracer)
+{
+	return ds_set_suspended(tracer, true);
+}
+EXPORT_SYMBOL_GPL(ds_suspend);
+
+int ds_resume(struct ds_tracer *tracer)
+{
+	return ds_set_suspended(tracer, false);
+}
+EXPORT_SYMBOL_GPL(ds_resume);
+
+int ds_clear(struct ds_tracer *tracer)
+{
+	unsigned long flags;
+
+	if (IS_ERR_OR_NULL(tracer))
+		return -EINVAL;
+	might_sleep();
+
+	mutex_lock(&ds_mutex);
+	/* Records stored before the clear go away with it. */
+	ds_tracer_sync(tracer);
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	ds_buf_reset(tracer);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	/* The hardware may resume after a pause, with a fresh threshold. */
+	ds_tracer_sync(tracer);
+	mutex_unlock(&ds_mutex);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(ds_clear);
+
+static unsigned int ds_status(const struct ds_tracer *tracer)
+{
+	unsigned int status = 0;
+
+	if (READ_ONCE(tracer->suspended))
+		status |= DS_STATUS_SUSPENDED;
+	if (READ_ONCE(tracer->paused))
+		status |= DS_STATUS_PAUSED;
+	if (!READ_ONCE(tracer->attached))
+		status |= DS_STATUS_DETACHED;
+	return status;
+}
+
+int ds_get_geometry(struct ds_tracer *tracer, struct ds_geometry *geom)
+{
+	unsigned long flags;
+
+	if (IS_ERR_OR_NULL(tracer) || !geom)
+		return -EINVAL;
+	might_sleep();
+
+	mutex_lock(&ds_mutex);
+	ds_tracer_sync(tracer);
+	mutex_unlock(&ds_mutex);
+
+	geom->kind = tracer->kind;
+	geom->backend = tracer->backend == &ds_hw_backend ?
+			DS_BACKEND_HARDWARE : DS_BACKEND_EMULATED;
+	geom->format = tracer->kind == DS_PEBS ? ds_caps.pebs_format : 0;
+	geom->record_size = tracer->rec_size;
+	geom->capacity = tracer->capacity;
+	geom->threshold = tracer->threshold;
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	geom->count = tracer->count;
+	geom->index = tracer->head;
+	geom->lost = tracer->lost;
+	geom->status = ds_status(tracer);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(ds_get_geometry);
+
+ssize_t ds_read_record(struct ds_tracer *tracer, size_t i, void *buf,
+		       size_t size)
+{
+	unsigned long flags;
+	ssize_t ret = -EINVAL;
+	size_t slot;
+
+	if (IS_ERR_OR_NULL(tracer) || !buf || size < tracer->rec_size)
+		return -EINVAL;
+
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	if (i < tracer->count) {
+		/* The oldest record sits @count slots behind the head. */
+		slot = tracer->head + tracer->capacity - tracer->count + i;
+		if (slot >= tracer->capacity)
+			slot -= tracer->capacity;
+		memcpy(buf, tracer->buf + slot * tracer->rec_size,
+		       tracer->rec_size);
+		ret = tracer->rec_size;
+	}
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(ds_read_record);
+
+static bool ds_pebs_counter_ok(const struct ds_tracer *tracer,
+			       unsigned int counter)
+{
+	return !IS_ERR_OR_NULL(tracer) && tracer->kind == DS_PEBS &&
+	       counter < DS_PEBS_MAX_RESETS;
+}
+
+int ds_set_pebs_reset(struct ds_tracer *tracer, unsigned int counter,
+		      u64 value)
+{
+	unsigned long flags;
+
+	if (!ds_pebs_counter_ok(tracer, counter))
+		return -EINVAL;
+	might_sleep();
+
+	mutex_lock(&ds_mutex);
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	tracer->pebs_reset[counter] = value;
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	/* Reprogram the save area where the tracer is loaded. */
+	ds_tracer_sync(tracer);
+	mutex_unlock(&ds_mutex);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(ds_set_pebs_reset);
+
+int ds_get_pebs_reset(struct ds_tracer *tracer, unsigned int counter,
+		      u64 *value)
+{
+	unsigned long flags;
+
+	if (!ds_pebs_counter_ok(tracer, counter) || !value)
+		return -EINVAL;
+
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	*value = tracer->pebs_reset[counter];
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(ds_get_pebs_reset);
+
+bool ds_tracer_recording(const struct ds_tracer *tracer)
+{
+	return !IS_ERR_OR_NULL(tracer) && ds_recording(tracer);
+}
+EXPORT_SYMBOL_GPL(ds_tracer_recording);
+
+struct task_struct *ds_tracer_task(const struct ds_tracer *tracer)
+{
+	return IS_ERR_OR_NULL(tracer) ? NULL : READ_ONCE(tracer->task);
+}
+EXPORT_SYMBOL_GPL(ds_tracer_task);
+
+unsigned int ds_tracer_flags(const struct ds_tracer *tracer)
+{
+	return IS_ERR_OR_NULL(tracer) ? 0 : tracer->flags;
+}
+EXPORT_SYMBOL_GPL(ds_tracer_flags);
+
+/* --- task lifecycle --- */
+
+static void ds_stamp(struct task_struct *task, enum ds_bts_qualifier qual)
+{
+	struct ds_context *ctx = ds_task_ctx(task);
+	struct ds_tracer *tracer;
+	struct ds_bts_record rec;
+
+	lockdep_assert_irqs_disabled();
+
+	tracer = ctx ? READ_ONCE(ctx->tracer[DS_BTS]) : NULL;
+	if (!tracer || !(tracer->flags & DS_TIMESTAMPS) || !ds_recording(tracer))
+		return;
+	rec.from = DS_BTS_EVENT_MARKER | qual;
+	rec.to = ktime_get_mono_fast_ns();
+	rec.flags = task_pid_nr(task);
+	raw_spin_lock(&tracer->lock);
+	ds_buf_append(tracer, &rec, 1);
+	raw_spin_unlock(&tracer->lock);
+}
+
+void ds_switch_to(struct task_struct *prev, struct task_struct *next)
+{
+	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
+
+	lockdep_assert_irqs_disabled();
+
+	/* BTS is off while the staging buffer changes hands. */
+	ds_cpu_stop(dc);
+	ds_stamp(prev, DS_BTS_TASK_DEPARTS);
+	ds_stamp(next, DS_BTS_TASK_ARRIVES);
+	ds_cpu_start(dc, next);
+}
+
+void ds_fork_thread(struct task_struct *child)
+{
+	child->thread.ds_ctx = NULL;
+	clear_tsk_thread_flag(child, TIF_DS_TRACE);
+}
+
+void ds_exit_thread(struct task_struct *task)
+{
+	struct ds_context *ctx;
+	enum ds_kind kind;
+
+	/* Pairs with the barrier in ds_attach_task(); see there. */
+	smp_mb();
+	if (!READ_ONCE(task->thread.ds_ctx))
+		return;
+
+	mutex_lock(&ds_mutex);
+	cpus_read_lock();
+	for (kind = 0; kind < DS_NR_KINDS; kind++) {
+		/* The last detach frees the context. */
+		ctx = task->thread.ds_ctx;
+		if (ctx && ctx->tracer[kind])
+			ds_detach(ctx->tracer[kind]);
+	}
+	cpus_read_unlock();
+	mutex_unlock(&ds_mutex);
+}
+
+/* --- perf --- */
+
+int ds_perf_reserve(void)
+{
+	int err = 0;
+
+	spin_lock(&ds_perf_lock);
+	if (ds_hw_users)
+		err = -EBUSY;
+	else
+		ds_perf_held = true;
+	spin_unlock(&ds_perf_lock);
+	return err;
+}
+EXPORT_SYMBOL_GPL(ds_perf_reserve);
+
+bool ds_perf_holds(void)
+{
+	return !ds_hw_is_free();
+}
+EXPORT_SYMBOL_GPL(ds_perf_holds);
+
+void ds_perf_release(void)
+{
+	spin_lock(&ds_perf_lock);
+	ds_perf_held = false;
+	spin_unlock(&ds_perf_lock);
+}
+EXPORT_SYMBOL_GPL(ds_perf_release);
+
+/* --- the emulated backend --- */
+
+int ds_register_backend(const struct ds_backend *backend)
+{
+	int err = 0;
+
+	if (!backend || !backend->start || !backend->stop ||
+	    !backend->kinds || backend->kinds & ~ds_hw_backend.kinds)
+		return -EINVAL;
+
+	mutex_lock(&ds_mutex);
+	if (ds_emulated)
+		err = -EBUSY;
+	else
+		WRITE_ONCE(ds_emulated, backend);
+	mutex_unlock(&ds_mutex);
+	return err;
+}
+EXPORT_SYMBOL_GPL(ds_register_backend);
+
+int ds_unregister_backend(const struct ds_backend *backend)
+{
+	int err = 0;
+
+	mutex_lock(&ds_mutex);
+	if (!backend || backend != ds_emulated)
+		err = -EINVAL;
+	else if (ds_nr_emulated)
+		err = -EBUSY;
+	else
+		WRITE_ONCE(ds_emulated, NULL);
+	mutex_unlock(&ds_mutex);
+	return err;
+}
+EXPORT_SYMBOL_GPL(ds_unregister_backend);
+
+static int ds_emulated_store(struct ds_tracer *tracer, u64 from, u64 to)
+{
+	struct ds_bts_record rec = { .from = from, .to = to };
+	int err = -ENOSPC;
+
+	raw_spin_lock(&tracer->lock);
+	if (ds_recording(tracer)) {
+		ds_buf_append(tracer, &rec, 1);
+		err = 0;
+	}
+	raw_spin_unlock(&tracer->lock);
+	return err;
+}
+
+int ds_emulated_write_bts(struct task_struct *task, u64 from, u64 to)
+{
+	struct ds_tracer *tracer = NULL;
+	struct ds_context *ctx;
+	unsigned long flags;
+	int err = -ENOENT;
+
+	if (!task)
+		return -ENOENT;
+	/* Interrupts off: ds_detach() waits for us before freeing. */
+	local_irq_save(flags);
+	ctx = ds_task_ctx(task);
+	if (ctx)
+		tracer = READ_ONCE(ctx->tracer[DS_BTS]);
+	if (tracer && tracer->backend != &ds_hw_backend)
+		err = ds_emulated_store(tracer, from, to);
+	local_irq_restore(flags);
+	return err;
+}
+EXPORT_SYMBOL_GPL(ds_emulated_write_bts);
+
+/* --- initialisation --- */
+
+static int __init ds_init(void)
+{
+	int cpu, ret;
+
+	/* Hard: the collection needs interrupts off, also on PREEMPT_RT. */
+	for_each_possible_cpu(cpu)
+		per_cpu_ptr(&ds_cpus, cpu)->collect_work =
+			IRQ_WORK_INIT_HARD(ds_collect_work);
+	ds_probe();
+
+	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "x86/ds:online",
+				ds_cpu_online, ds_cpu_offline);
+	if (ret < 0)
+		return ret;
+	pr_info("BTS %s, PEBS %s\n", ds_caps.bts ? "available" : "absent",
+		ds_caps.pebs ? "available" : "absent");
+	return 0;
+}
+arch_initcall(ds_init);
+
+#ifdef CONFIG_X86_DS_KUNIT_TEST
+#include "tests/ds_kunit.c"
+#endif

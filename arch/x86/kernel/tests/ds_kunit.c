@@ -1,0 +1,1382 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KUnit suite for the Debug Store allocator.
+ *
+ * Included at the end of ds.c (CONFIG_X86_DS_KUNIT_TEST), so that it can
+ * replace the hardware operations and look at the allocator's state. No VM
+ * has BTS, so every test runs against a simulated CPU: it stores records
+ * into the staging buffer through the DS save area and advances the index
+ * as the hardware does, and it raises the threshold PMI by calling the NMI
+ * handler.
+ */
+
+#include <kunit/test.h>
+#include <linux/completion.h>
+#include <linux/cred.h>
+#include <linux/delay.h>
+#include <linux/kthread.h>
+
+/* DEBUGCTL bits of other owners, which must survive. */
+#define DS_SIM_OTHER_BITS	(DEBUGCTLMSR_LBR | DEBUGCTLMSR_BTF |	\
+				 DEBUGCTLMSR_FREEZE_LBRS_ON_PMI |	\
+				 DEBUGCTLMSR_FREEZE_IN_SMM)
+#define DS_TEST_SIZE		(64 * DS_BTS_RECORD_SIZE)
+#define DS_TEST_FROM		0x400000ULL
+#define DS_TEST_TO_OFFSET	0x100ULL
+#define DS_TEST_MAX_TRACERS	8
+#define DS_TEST_PEBS_FORMAT	DS_PEBS_FMT_ICL
+#define DS_TEST_EXIT_WAIT_MS	10
+#define DS_TEST_EXIT_TRIES	500
+
+struct ds_test {
+	struct ds_tracer	*tracers[DS_TEST_MAX_TRACERS];
+	bool			perf_held;
+	/* A registered emulated backend without users, set aside. */
+	const struct ds_backend	*saved_emulated;
+	int			notified;
+	void			*cookie;
+};
+
+static struct ds_hw_caps ds_sim_caps;
+static DEFINE_PER_CPU(u64, ds_sim_debugctl);
+static DEFINE_PER_CPU(unsigned long, ds_sim_ds_area);
+static atomic_t ds_sim_pmis;
+static atomic_long_t ds_sim_mapped;
+
+/* --- the simulated CPU --- */
+
+static void ds_sim_probe(struct ds_hw_caps *caps)
+{
+	*caps = ds_sim_caps;
+}
+
+static u64 ds_sim_read_debugctl(void)
+{
+	return this_cpu_read(ds_sim_debugctl);
+}
+
+static void ds_sim_write_debugctl(u64 val)
+{
+	this_cpu_write(ds_sim_debugctl, val);
+}
+
+static void ds_sim_write_ds_area(unsigned long addr)
+{
+	this_cpu_write(ds_sim_ds_area, addr);
+}
+
+static u32 ds_sim_arm_pmi(void)
+{
+	return 0;
+}
+
+static void ds_sim_ack_pmi(void)
+{
+	atomic_inc(&ds_sim_pmis);
+}
+
+static void ds_sim_restore_pmi(u32 lvtpc)
+{
+}
+
+static void ds_sim_map(void *cea, void *buf, size_t size)
+{
+	atomic_long_add(size >> PAGE_SHIFT, &ds_sim_mapped);
+}
+
+static void ds_sim_unmap(void *cea, size_t size)
+{
+	atomic_long_sub(size >> PAGE_SHIFT, &ds_sim_mapped);
+}
+
+static const struct ds_hw_ops ds_sim_ops = {
+	.probe		= ds_sim_probe,
+	.read_debugctl	= ds_sim_read_debugctl,
+	.write_debugctl	= ds_sim_write_debugctl,
+	.write_ds_area	= ds_sim_write_ds_area,
+	.arm_pmi	= ds_sim_arm_pmi,
+	.ack_pmi	= ds_sim_ack_pmi,
+	.restore_pmi	= ds_sim_restore_pmi,
+	.map		= ds_sim_map,
+	.unmap		= ds_sim_unmap,
+};
+
+static void ds_sim_pmi(void)
+{
+	ds_nmi_handler(NMI_LOCAL, NULL);
+}
+
+static bool ds_sim_may_store(struct ds_cpu *dc, u64 ctl, bool user)
+{
+	if ((ctl & (DEBUGCTLMSR_TR | DEBUGCTLMSR_BTS)) !=
+	    (DEBUGCTLMSR_TR | DEBUGCTLMSR_BTS))
+		return false;
+	if (ctl & (user ? DEBUGCTLMSR_BTS_OFF_USR : DEBUGCTLMSR_BTS_OFF_OS))
+		return false;
+	return dc->armed && this_cpu_read(ds_sim_ds_area) == dc->area_hw;
+}
+
+/* One taken branch on this CPU, as the CPU stores it. */
+static bool ds_sim_branch(u64 from, u64 to, bool user)
+{
+	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
+	u64 ctl = this_cpu_read(ds_sim_debugctl);
+	struct ds_bts_record *rec;
+	struct ds_area_part *part;
+
+	lockdep_assert_irqs_disabled();
+
+	if (!ds_sim_may_store(dc, ctl, user))
+		return false;
+	part = ds_part(dc->area, DS_BTS);
+	/* With BTINT set the buffer is not circular: a full one drops. */
+	if (part->index >= part->absmax && ctl & DEBUGCTLMSR_BTINT)
+		return false;
+	rec = ds_stage_ptr(dc, DS_BTS, part->index);
+	rec->from = from;
+	rec->to = to;
+	rec->flags = 0;
+	part->index += sizeof(*rec);
+	if (!(ctl & DEBUGCTLMSR_BTINT) && part->index >= part->absmax)
+		part->index = part->base;
+	if (ctl & DEBUGCTLMSR_BTINT && part->index >= part->threshold)
+		ds_sim_pmi();
+	return true;
+}
+
+/* One PEBS record with @ip, on this CPU. */
+static bool ds_sim_pebs(u64 ip)
+{
+	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
+	size_t size = ds_hw_record_size(DS_PEBS);
+	struct ds_area_part *part;
+	u64 *rec;
+
+	lockdep_assert_irqs_disabled();
+
+	if (!dc->armed)
+		return false;
+	part = ds_part(dc->area, DS_PEBS);
+	if (part->index + size > part->absmax)
+		return false;
+	rec = ds_stage_ptr(dc, DS_PEBS, part->index);
+	memset(rec, 0, size);
+	rec[1] = ip;
+	part->index += size;
+	if (part->index >= part->threshold)
+		ds_sim_pmi();
+	return true;
+}
+
+static void ds_sim_settle(struct ds_tracer *tracer)
+{
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		irq_work_sync(&per_cpu_ptr(&ds_cpus, cpu)->collect_work);
+	if (tracer)
+		irq_work_sync(&tracer->notify_work);
+}
+
+/* Run @n user branches numbered from @first; returns how many stored. */
+static int ds_sim_run(struct ds_tracer *tracer, int first, int n)
+{
+	unsigned long flags;
+	int i, stored = 0;
+
+	local_irq_save(flags);
+	for (i = first; i < first + n; i++)
+		stored += ds_sim_branch(DS_TEST_FROM + i,
+					DS_TEST_FROM + i + DS_TEST_TO_OFFSET,
+					true);
+	local_irq_restore(flags);
+	ds_sim_settle(tracer);
+	return stored;
+}
+
+/* --- helpers --- */
+
+static struct ds_config ds_test_cfg(size_t size)
+{
+	struct ds_config cfg = {
+		.size		= size,
+		.overflow	= DS_OVERFLOW_WRAP,
+		.flags		= DS_USER | DS_KERNEL,
+		.backend	= DS_BACKEND_HARDWARE,
+	};
+
+	return cfg;
+}
+
+static struct ds_tracer *ds_test_keep(struct kunit *test,
+				      struct ds_tracer *tracer)
+{
+	struct ds_test *dt = test->priv;
+	int i;
+
+	if (IS_ERR_OR_NULL(tracer))
+		return tracer;
+	for (i = 0; i < DS_TEST_MAX_TRACERS; i++) {
+		if (!dt->tracers[i]) {
+			dt->tracers[i] = tracer;
+			return tracer;
+		}
+	}
+	KUNIT_FAIL(test, "too many tracers");
+	return tracer;
+}
+
+static void ds_test_release(struct kunit *test, struct ds_tracer *tracer)
+{
+	struct ds_test *dt = test->priv;
+	int i;
+
+	for (i = 0; i < DS_TEST_MAX_TRACERS; i++)
+		if (dt->tracers[i] == tracer)
+			dt->tracers[i] = NULL;
+	ds_release(tracer);
+}
+
+static struct ds_tracer *ds_test_task(struct kunit *test,
+				      const struct ds_config *cfg)
+{
+	return ds_test_keep(test, ds_request_bts_task(current, cfg));
+}
+
+static struct ds_geometry ds_test_geom(struct kunit *test,
+				       struct ds_tracer *tracer)
+{
+	struct ds_geometry geom = { };
+
+	KUNIT_EXPECT_EQ(test, ds_get_geometry(tracer, &geom), 0);
+	return geom;
+}
+
+static void ds_test_expect_branch(struct kunit *test, struct ds_tracer *tracer,
+				  size_t i, int nr)
+{
+	struct ds_bts_record rec = { };
+
+	KUNIT_EXPECT_EQ(test, ds_read_record(tracer, i, &rec, sizeof(rec)),
+			(ssize_t)sizeof(rec));
+	KUNIT_EXPECT_EQ(test, rec.from, DS_TEST_FROM + nr);
+	KUNIT_EXPECT_EQ(test, rec.to, DS_TEST_FROM + nr + DS_TEST_TO_OFFSET);
+}
+
+static void ds_test_notify(struct ds_tracer *tracer, void *cookie)
+{
+	struct ds_test *dt = cookie;
+
+	dt->notified++;
+	dt->cookie = cookie;
+}
+
+static void ds_test_install(struct ds_hw_caps caps)
+{
+	int cpu;
+
+	mutex_lock(&ds_mutex);
+	atomic_set(&ds_sim_pmis, 0);
+	ds_sim_caps = caps;
+	ds_hw = &ds_sim_ops;
+	ds_probe();
+	for_each_possible_cpu(cpu)
+		per_cpu(ds_sim_debugctl, cpu) = DS_SIM_OTHER_BITS;
+	mutex_unlock(&ds_mutex);
+}
+
+static const struct ds_hw_caps ds_test_full_caps = {
+	.bts		= true,
+	.pebs		= true,
+	.pebs_format	= DS_TEST_PEBS_FORMAT,
+};
+
+static int ds_test_init(struct kunit *test)
+{
+	struct ds_test *dt;
+	bool busy;
+
+	dt = kunit_kzalloc(test, sizeof(*dt), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, dt);
+
+	mutex_lock(&ds_mutex);
+	busy = ds_hw_users || ds_perf_held || ds_nr_emulated;
+	if (!busy) {
+		dt->saved_emulated = ds_emulated;
+		WRITE_ONCE(ds_emulated, NULL);
+	}
+	mutex_unlock(&ds_mutex);
+	if (busy)
+		kunit_skip(test, "the Debug Store has other users");
+
+	test->priv = dt;
+	ds_test_install(ds_test_full_caps);
+	return 0;
+}
+
+static void ds_test_expect_idle(struct kunit *test)
+{
+	enum ds_kind kind;
+	int cpu;
+
+	KUNIT_EXPECT_EQ(test, ds_hw_users, 0);
+	KUNIT_EXPECT_FALSE(test, ds_hw_active);
+	KUNIT_EXPECT_EQ(test, ds_nr_emulated, 0);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), 0);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), 0);
+	for (kind = 0; kind < DS_NR_KINDS; kind++) {
+		KUNIT_EXPECT_EQ(test, ds_nr_task_hw[kind], 0);
+		KUNIT_EXPECT_EQ(test, ds_nr_cpu[kind], 0);
+	}
+	for_each_possible_cpu(cpu) {
+		struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
+
+		KUNIT_EXPECT_FALSE(test, dc->armed);
+		KUNIT_EXPECT_NULL(test, dc->stage[DS_BTS]);
+		KUNIT_EXPECT_NULL(test, dc->stage[DS_PEBS]);
+		KUNIT_EXPECT_NULL(test, dc->cpu_tracer[DS_BTS]);
+		KUNIT_EXPECT_NULL(test, dc->cpu_tracer[DS_PEBS]);
+		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_debugctl, cpu),
+				DS_SIM_OTHER_BITS);
+		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
+	}
+}
+
+static void ds_test_exit(struct kunit *test)
+{
+	struct ds_test *dt = test->priv;
+	int i;
+
+	if (!dt)
+		return;
+	for (i = 0; i < DS_TEST_MAX_TRACERS; i++)
+		ds_release(dt->tracers[i]);
+	if (dt->perf_held)
+		ds_perf_release();
+	if (READ_ONCE(ds_emulated))
+		ds_unregister_backend(ds_emulated);
+
+	ds_test_expect_idle(test);
+
+	mutex_lock(&ds_mutex);
+	ds_hw = &ds_msr_ops;
+	ds_probe();
+	WRITE_ONCE(ds_emulated, dt->saved_emulated);
+	mutex_unlock(&ds_mutex);
+}
+
+/* --- a fake emulated backend --- */
+
+static int ds_fake_started;
+static int ds_fake_stopped;
+
+static int ds_fake_start(struct ds_tracer *tracer)
+{
+	ds_fake_started++;
+	return 0;
+}
+
+static void ds_fake_stop(struct ds_tracer *tracer)
+{
+	ds_fake_stopped++;
+}
+
+static const struct ds_backend ds_fake_backend = {
+	.name	= "kunit",
+	.kinds	= BIT(DS_BTS),
+	.start	= ds_fake_start,
+	.stop	= ds_fake_stop,
+};
+
+/* --- ownership and conflicts --- */
+
+static void ds_test_request_release(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_geometry geom;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_PTR_EQ(test, ds_tracer_task(tracer), current);
+	KUNIT_EXPECT_TRUE(test, test_thread_flag(TIF_DS_TRACE));
+	KUNIT_EXPECT_TRUE(test, ds_tracer_recording(tracer));
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.kind, DS_BTS);
+	KUNIT_EXPECT_EQ(test, geom.backend, DS_BACKEND_HARDWARE);
+	KUNIT_EXPECT_EQ(test, geom.record_size, DS_BTS_RECORD_SIZE);
+	KUNIT_EXPECT_EQ(test, geom.capacity, 64);
+	KUNIT_EXPECT_EQ(test, geom.count, 0);
+	KUNIT_EXPECT_EQ(test, geom.status, 0);
+	ds_test_release(test, tracer);
+	KUNIT_EXPECT_NULL(test, current->thread.ds_ctx);
+	KUNIT_EXPECT_FALSE(test, test_thread_flag(TIF_DS_TRACE));
+}
+
+static void ds_test_same_owner_twice(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);
+	cfg.backend = DS_BACKEND_AUTO;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);
+}
+
+static void ds_test_bts_and_pebs(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(PAGE_SIZE);
+	struct ds_tracer *bts, *pebs;
+
+	bts = ds_test_task(test, &cfg);
+	pebs = ds_test_keep(test, ds_request_pebs_task(current, &cfg));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(bts));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(pebs));
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
+			-EBUSY);
+	/* Either kind goes first; the context lives until both are gone. */
+	ds_test_release(test, bts);
+	KUNIT_EXPECT_NOT_NULL(test, current->thread.ds_ctx);
+	KUNIT_EXPECT_TRUE(test, test_thread_flag(TIF_DS_TRACE));
+	ds_test_release(test, pebs);
+	KUNIT_EXPECT_NULL(test, current->thread.ds_ctx);
+}
+
+static void ds_test_task_vs_cpu(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	int cpu = raw_smp_processor_id();
+	struct ds_tracer *task, *pcpu;
+
+	task = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(cpu, &cfg)), -EBUSY);
+	/* The PEBS half of the area is independent. */
+	pcpu = ds_test_keep(test, ds_request_pebs_cpu(cpu, &cfg));
+	KUNIT_EXPECT_FALSE(test, IS_ERR(pcpu));
+	ds_test_release(test, task);
+
+	pcpu = ds_test_keep(test, ds_request_bts_cpu(cpu, &cfg));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(pcpu));
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(cpu, &cfg)), -EBUSY);
+}
+
+static void ds_test_perf_holds(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_test *dt = test->priv;
+	struct ds_tracer *tracer;
+
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	dt->perf_held = true;
+	KUNIT_EXPECT_TRUE(test, ds_perf_holds());
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);
+	cfg.backend = DS_BACKEND_AUTO;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)), -EBUSY);
+	KUNIT_EXPECT_FALSE(test, ds_hw_active);
+
+	ds_perf_release();
+	dt->perf_held = false;
+	KUNIT_EXPECT_FALSE(test, ds_perf_holds());
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+}
+
+static void ds_test_perf_refused(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_test *dt = test->priv;
+	struct ds_tracer *tracer;
+
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_perf_reserve(), -EBUSY);
+	KUNIT_EXPECT_FALSE(test, ds_perf_holds());
+	ds_test_release(test, tracer);
+
+	KUNIT_EXPECT_EQ(test, ds_perf_reserve(), 0);
+	dt->perf_held = true;
+}
+
+static void ds_test_auto_falls_back(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_test *dt = test->priv;
+	struct ds_tracer *tracer;
+
+	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	dt->perf_held = true;
+
+	cfg.backend = DS_BACKEND_AUTO;
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).backend,
+			DS_BACKEND_EMULATED);
+	KUNIT_EXPECT_FALSE(test, ds_hw_active);
+	/* Emulated tracers never block perf. */
+	ds_perf_release();
+	dt->perf_held = false;
+	KUNIT_EXPECT_EQ(test, ds_perf_reserve(), 0);
+	dt->perf_held = true;
+}
+
+static void ds_test_no_hardware(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_hw_caps none = { };
+
+	ds_test_install(none);
+	KUNIT_EXPECT_EQ(test, ds_record_size(DS_BTS), -EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, ds_record_size(DS_PEBS), -EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, ds_pebs_format(), -EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EOPNOTSUPP);
+	cfg.backend = DS_BACKEND_AUTO;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)),
+			-EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
+			-EOPNOTSUPP);
+	cfg.backend = DS_BACKEND_EMULATED;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EOPNOTSUPP);
+}
+
+static void ds_test_bad_config(struct kunit *test)
+{
+	struct ds_config good = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_config cfg;
+
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, NULL)), -EINVAL);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_task(NULL, &good)),
+			-EINVAL);
+	cfg = good;
+	cfg.flags = DS_FLAGS_MASK + 1;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
+	cfg.flags = DS_TIMESTAMPS;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
+	cfg.flags = DS_USER | DS_TIMESTAMPS;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)), -EINVAL);
+	cfg = good;
+	cfg.threshold = 1;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
+	cfg = good;
+	cfg.overflow = DS_OVERFLOW_NOTIFY;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
+	cfg.notify = ds_test_notify;
+	cfg.threshold = DS_TEST_SIZE / DS_BTS_RECORD_SIZE + 1;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
+	cfg = good;
+	cfg.overflow = DS_OVERFLOW_NOTIFY + 1;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
+	cfg = good;
+	cfg.backend = DS_BACKEND_EMULATED + 1;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
+}
+
+static void ds_test_bad_handle(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_bts_record rec;
+	u64 value;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	ds_release(NULL);
+	ds_release(ERR_PTR(-EBUSY));
+	KUNIT_EXPECT_EQ(test, ds_suspend(NULL), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_resume(ERR_PTR(-EINVAL)), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_clear(NULL), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_get_geometry(tracer, NULL), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_read_record(NULL, 0, &rec, sizeof(rec)),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_read_record(tracer, 0, &rec, sizeof(rec)),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_read_record(tracer, 0, &rec, 1), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_set_pebs_reset(tracer, 0, 1), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_get_pebs_reset(tracer, 0, &value), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_record_size(DS_NR_KINDS), -EINVAL);
+}
+
+static void ds_test_cpu_invalid(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(-1, &cfg)), -EINVAL);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(nr_cpu_ids, &cfg)),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_cpu(INT_MAX, &cfg)),
+			-EINVAL);
+}
+
+static int ds_test_last_cpu(void)
+{
+	int cpu, last = -1;
+
+	for_each_online_cpu(cpu)
+		last = cpu;
+	return last;
+}
+
+static void ds_test_cpu_offline(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	int cpu = ds_test_last_cpu();
+	struct ds_tracer *tracer;
+	struct ds_cpu *dc;
+
+	if (!IS_ENABLED(CONFIG_HOTPLUG_CPU) || cpu <= 0)
+		kunit_skip(test, "needs a second CPU that can go offline");
+	dc = per_cpu_ptr(&ds_cpus, cpu);
+	tracer = ds_test_keep(test, ds_request_bts_cpu(cpu, &cfg));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_TRUE(test, dc->armed);
+	KUNIT_EXPECT_PTR_EQ(test, dc->loaded[DS_BTS], tracer);
+
+	if (remove_cpu(cpu))
+		kunit_skip(test, "CPU %d cannot go offline", cpu);
+	/* Going offline stopped BTS and cleared IA32_DS_AREA. */
+	KUNIT_EXPECT_FALSE(test, dc->armed);
+	KUNIT_EXPECT_NULL(test, dc->loaded[DS_BTS]);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_debugctl, cpu), DS_SIM_OTHER_BITS);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_cpu(cpu, &cfg)),
+			-ENODEV);
+
+	KUNIT_ASSERT_EQ(test, add_cpu(cpu), 0);
+	KUNIT_EXPECT_TRUE(test, dc->armed);
+	KUNIT_EXPECT_PTR_EQ(test, dc->loaded[DS_BTS], tracer);
+}
+
+/* --- geometry --- */
+
+static void ds_test_odd_size(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(521);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_geometry geom;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.capacity, 521 / DS_BTS_RECORD_SIZE);
+	KUNIT_EXPECT_EQ(test, geom.record_size, DS_BTS_RECORD_SIZE);
+}
+
+static void ds_test_one_record(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_BTS_RECORD_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_geometry geom;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 3), 3);
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.capacity, 1);
+	KUNIT_EXPECT_EQ(test, geom.count, 1);
+	KUNIT_EXPECT_EQ(test, geom.lost, 2);
+	KUNIT_EXPECT_EQ(test, geom.index, 0);
+	ds_test_expect_branch(test, tracer, 0, 2);
+}
+
+static void ds_test_bad_sizes(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(0);
+
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
+	cfg.size = DS_BTS_RECORD_SIZE - 1;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
+	cfg.size = DS_MAX_BUFFER_SIZE + 1;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
+	cfg.size = DS_MAX_BUFFER_SIZE;
+	KUNIT_EXPECT_FALSE(test, IS_ERR(ds_test_task(test, &cfg)));
+}
+
+static void ds_test_hw_geometry(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_area_part *bts, *pebs;
+	struct ds_cpu *dc;
+	size_t cap;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	migrate_disable();
+	dc = this_cpu_ptr(&ds_cpus);
+	bts = ds_part(dc->area, DS_BTS);
+	pebs = ds_part(dc->area, DS_PEBS);
+	cap = DS_STAGE_SIZE / DS_BTS_RECORD_SIZE;
+	KUNIT_EXPECT_EQ(test, dc->stage_cap[DS_BTS], cap);
+	KUNIT_EXPECT_EQ(test, bts->base, dc->stage_hw[DS_BTS]);
+	KUNIT_EXPECT_EQ(test, bts->index, bts->base);
+	KUNIT_EXPECT_EQ(test, bts->absmax, bts->base + cap * DS_BTS_RECORD_SIZE);
+	KUNIT_EXPECT_EQ(test, bts->threshold,
+			bts->base + (cap - (cap >> DS_STAGE_MARGIN_SHIFT)) *
+			DS_BTS_RECORD_SIZE);
+	/* No PEBS tracer: nothing fits, no interrupt. */
+	KUNIT_EXPECT_EQ(test, pebs->absmax, pebs->base);
+	KUNIT_EXPECT_GT(test, pebs->threshold, pebs->absmax);
+	KUNIT_EXPECT_EQ(test, this_cpu_read(ds_sim_ds_area), dc->area_hw);
+	migrate_enable();
+	KUNIT_EXPECT_GT(test, atomic_long_read(&ds_sim_mapped), 0);
+}
+
+/* --- wrap-around and reading --- */
+
+static void ds_test_wrap_order(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(8 * DS_BTS_RECORD_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_geometry geom;
+	int i;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 20), 20);
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.count, 8);
+	KUNIT_EXPECT_EQ(test, geom.lost, 12);
+	KUNIT_EXPECT_EQ(test, geom.index, 20 % 8);
+	for (i = 0; i < 8; i++)
+		ds_test_expect_branch(test, tracer, i, 12 + i);
+	KUNIT_EXPECT_EQ(test, ds_read_record(tracer, 8, &geom, sizeof(geom)),
+			-EINVAL);
+}
+
+static void ds_test_caller_buffer(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(4 * DS_BTS_RECORD_SIZE);
+	struct ds_bts_record *buf;
+	struct ds_tracer *tracer;
+
+	buf = kunit_kzalloc(test, cfg.size, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, buf);
+	cfg.buffer = buf;
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 2), 2);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count, 2);
+	KUNIT_EXPECT_EQ(test, buf[1].from, DS_TEST_FROM + 1);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), 0);
+}
+
+static void ds_test_clear(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_geometry geom;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	ds_sim_run(tracer, 0, 5);
+	KUNIT_EXPECT_EQ(test, ds_clear(tracer), 0);
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.count, 0);
+	KUNIT_EXPECT_EQ(test, geom.lost, 0);
+	ds_sim_run(tracer, 100, 2);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count, 2);
+	ds_test_expect_branch(test, tracer, 0, 100);
+}
+
+/* --- notification --- */
+
+static struct ds_tracer *ds_test_notifier(struct kunit *test, size_t records,
+					  size_t threshold)
+{
+	struct ds_config cfg = ds_test_cfg(records * DS_BTS_RECORD_SIZE);
+
+	cfg.overflow = DS_OVERFLOW_NOTIFY;
+	cfg.threshold = threshold;
+	cfg.notify = ds_test_notify;
+	cfg.cookie = test->priv;
+	return ds_test_task(test, &cfg);
+}
+
+static void ds_test_notify_pause_resume(struct kunit *test)
+{
+	struct ds_tracer *tracer = ds_test_notifier(test, 8, 4);
+	struct ds_test *dt = test->priv;
+	struct ds_geometry geom;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 3), 3);
+	KUNIT_EXPECT_EQ(test, dt->notified, 0);
+	/* The fourth record reaches the threshold: PMI, collect, notify. */
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 3, 1), 1);
+	KUNIT_EXPECT_EQ(test, dt->notified, 1);
+	KUNIT_EXPECT_PTR_EQ(test, dt->cookie, (void *)dt);
+	KUNIT_EXPECT_FALSE(test, ds_tracer_recording(tracer));
+	/* Paused: the hardware stores nothing. */
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 4, 3), 0);
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.count, 4);
+	KUNIT_EXPECT_EQ(test, geom.threshold, 4);
+	KUNIT_EXPECT_EQ(test, geom.status, DS_STATUS_PAUSED);
+
+	KUNIT_EXPECT_EQ(test, ds_resume(tracer), 0);
+	KUNIT_EXPECT_TRUE(test, ds_tracer_recording(tracer));
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 10, 2), 2);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count, 6);
+	ds_test_expect_branch(test, tracer, 5, 11);
+}
+
+static void ds_test_notify_clear(struct kunit *test)
+{
+	struct ds_tracer *tracer = ds_test_notifier(test, 4, 0);
+	struct ds_test *dt = test->priv;
+	struct ds_geometry geom;
+	unsigned long flags;
+	int i;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	/* Records beyond the PMI land before it is handled: skid. */
+	local_irq_save(flags);
+	for (i = 0; i < 6; i++)
+		ds_sim_branch(DS_TEST_FROM + i,
+			      DS_TEST_FROM + i + DS_TEST_TO_OFFSET, true);
+	local_irq_restore(flags);
+	ds_sim_settle(tracer);
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.count, 4);
+	KUNIT_EXPECT_EQ(test, geom.lost, 2);
+	KUNIT_EXPECT_EQ(test, dt->notified, 1);
+	ds_test_expect_branch(test, tracer, 3, 3);
+
+	KUNIT_EXPECT_EQ(test, ds_clear(tracer), 0);
+	KUNIT_EXPECT_TRUE(test, ds_tracer_recording(tracer));
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 20, 1), 1);
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.count, 1);
+	KUNIT_EXPECT_EQ(test, geom.lost, 0);
+}
+
+/* --- suspend and resume --- */
+
+static void ds_test_suspend_resume(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_geometry geom;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 3), 3);
+	KUNIT_EXPECT_EQ(test, ds_suspend(tracer), 0);
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 3, 5), 0);
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.index, 3);
+	KUNIT_EXPECT_EQ(test, geom.status, DS_STATUS_SUSPENDED);
+	KUNIT_EXPECT_EQ(test, ds_resume(tracer), 0);
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 8, 2), 2);
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.index, 5);
+	KUNIT_EXPECT_EQ(test, geom.status, 0);
+	ds_test_expect_branch(test, tracer, 3, 8);
+}
+
+/* --- PEBS --- */
+
+static void ds_test_pebs_reset(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(PAGE_SIZE);
+	struct ds_tracer *tracer;
+	struct ds_cpu *dc;
+	u64 value = 0;
+	int cpu;
+
+	migrate_disable();
+	cpu = smp_processor_id();
+	dc = this_cpu_ptr(&ds_cpus);
+	tracer = ds_test_keep(test, ds_request_pebs_cpu(cpu, &cfg));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_set_pebs_reset(tracer, 0, 1000), 0);
+	KUNIT_EXPECT_EQ(test, ds_set_pebs_reset(tracer, DS_PEBS_MAX_RESETS - 1,
+						U64_MAX - 1), 0);
+	KUNIT_EXPECT_EQ(test, ds_set_pebs_reset(tracer, DS_PEBS_MAX_RESETS, 1),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_get_pebs_reset(tracer, DS_PEBS_MAX_RESETS,
+						&value), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_get_pebs_reset(tracer, 0, NULL), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_get_pebs_reset(tracer, 0, &value), 0);
+	KUNIT_EXPECT_EQ(test, value, 1000);
+	/* The loaded tracer's values are in the save area. */
+	KUNIT_EXPECT_EQ(test, dc->area->pebs_event_reset[0], 1000);
+	KUNIT_EXPECT_EQ(test, dc->area->pebs_event_reset[DS_PEBS_MAX_RESETS - 1],
+			U64_MAX - 1);
+	ds_test_release(test, tracer);
+	migrate_enable();
+}
+
+static void ds_test_pebs_formats(struct kunit *test)
+{
+	static const int sizes[DS_PEBS_NR_FORMATS] = {
+		144, 176, 192, 200, 32, 32, 32,
+	};
+	struct ds_config cfg = ds_test_cfg(PAGE_SIZE);
+	struct ds_hw_caps caps = ds_test_full_caps;
+	struct ds_tracer *tracer;
+	unsigned int fmt;
+
+	for (fmt = 0; fmt < DS_PEBS_NR_FORMATS; fmt++) {
+		caps.pebs_format = fmt;
+		ds_test_install(caps);
+		KUNIT_EXPECT_EQ(test, ds_pebs_format(), fmt);
+		KUNIT_EXPECT_EQ(test, ds_record_size(DS_PEBS), sizes[fmt]);
+		tracer = ds_request_pebs_task(current, &cfg);
+		KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+		KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).capacity,
+				PAGE_SIZE / sizes[fmt]);
+		KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).format, fmt);
+		KUNIT_EXPECT_EQ(test, per_cpu(ds_cpus, 0).stage_cap[DS_PEBS],
+				ds_stage_size(DS_PEBS) / sizes[fmt]);
+		ds_release(tracer);
+	}
+	caps.pebs_format = DS_PEBS_NR_FORMATS;
+	ds_test_install(caps);
+	KUNIT_EXPECT_EQ(test, ds_record_size(DS_PEBS), -EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, ds_record_size(DS_BTS), DS_BTS_RECORD_SIZE);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
+			-EOPNOTSUPP);
+}
+
+static void ds_test_pebs_collect(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(PAGE_SIZE);
+	struct ds_tracer *tracer;
+	unsigned long flags;
+	size_t stored = 0, count;
+	u64 rec[4] = { };
+
+	migrate_disable();
+	tracer = ds_test_keep(test,
+			      ds_request_pebs_cpu(smp_processor_id(), &cfg));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	local_irq_save(flags);
+	while (stored < this_cpu_ptr(&ds_cpus)->stage_cap[DS_PEBS] &&
+	       ds_sim_pebs(DS_TEST_FROM + stored))
+		stored++;
+	local_irq_restore(flags);
+	migrate_enable();
+	ds_sim_settle(tracer);
+	/* The threshold PMI collected while the records kept coming. */
+	KUNIT_EXPECT_GT(test, atomic_read(&ds_sim_pmis), 0);
+	count = ds_test_geom(test, tracer).count;
+	KUNIT_EXPECT_EQ(test, count, min_t(size_t, stored, PAGE_SIZE / sizeof(rec)));
+	KUNIT_EXPECT_EQ(test, ds_read_record(tracer, 1, rec, sizeof(rec)),
+			(ssize_t)sizeof(rec));
+	KUNIT_EXPECT_EQ(test, rec[1], DS_TEST_FROM + stored - count + 1);
+}
+
+/* --- locked memory --- */
+
+static void ds_test_use_mm(struct kunit *test, struct mm_struct **mmp)
+{
+	struct mm_struct *mm = mm_alloc();
+
+	KUNIT_ASSERT_NOT_NULL(test, mm);
+	kthread_use_mm(mm);
+	*mmp = mm;
+}
+
+static void ds_test_unuse_mm(struct mm_struct *mm)
+{
+	kthread_unuse_mm(mm);
+	mmput(mm);
+}
+
+static void ds_test_memlock_charge(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(16 * PAGE_SIZE);
+	unsigned long pages = PFN_UP(cfg.size / DS_BTS_RECORD_SIZE *
+				     DS_BTS_RECORD_SIZE);
+	struct ds_tracer *tracer;
+	struct mm_struct *mm;
+
+	ds_test_use_mm(test, &mm);
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, mm->locked_vm, pages);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), pages);
+	ds_test_release(test, tracer);
+	KUNIT_EXPECT_EQ(test, mm->locked_vm, 0);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), 0);
+	ds_test_unuse_mm(mm);
+}
+
+static void ds_test_memlock_limit(struct kunit *test)
+{
+	struct rlimit *rlim = &current->signal->rlim[RLIMIT_MEMLOCK];
+	struct ds_config cfg = ds_test_cfg(16 * PAGE_SIZE);
+	const struct cred *old;
+	struct rlimit saved = *rlim;
+	struct ds_tracer *tracer;
+	struct mm_struct *mm;
+	struct cred *cred;
+
+	cred = prepare_creds();
+	KUNIT_ASSERT_NOT_NULL(test, cred);
+	cap_lower(cred->cap_effective, CAP_IPC_LOCK);
+	ds_test_use_mm(test, &mm);
+	rlim->rlim_cur = PAGE_SIZE;
+
+	old = override_creds(cred);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -ENOMEM);
+	KUNIT_EXPECT_EQ(test, mm->locked_vm, 0);
+	revert_creds(old);
+	/* CAP_IPC_LOCK lifts the limit. */
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	ds_test_release(test, tracer);
+
+	*rlim = saved;
+	put_cred(cred);
+	ds_test_unuse_mm(mm);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), 0);
+}
+
+static void *ds_test_alloc_fails(size_t size)
+{
+	return NULL;
+}
+
+static void ds_test_memlock_failed_alloc(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(16 * PAGE_SIZE);
+	struct mm_struct *mm;
+
+	ds_test_use_mm(test, &mm);
+	kunit_activate_static_stub(test, ds_buffer_alloc, ds_test_alloc_fails);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -ENOMEM);
+	kunit_deactivate_static_stub(test, ds_buffer_alloc);
+	KUNIT_EXPECT_EQ(test, mm->locked_vm, 0);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), 0);
+	ds_test_unuse_mm(mm);
+}
+
+static void ds_test_memlock_mm_gone(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(4 * PAGE_SIZE);
+	struct ds_tracer *tracer;
+	struct mm_struct *mm;
+
+	ds_test_use_mm(test, &mm);
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	/* The requester's address space goes away before the release. */
+	mmgrab(mm);
+	ds_test_unuse_mm(mm);
+	KUNIT_EXPECT_EQ(test, atomic_read(&mm->mm_users), 0);
+	KUNIT_EXPECT_GT(test, mm->locked_vm, 0);
+	ds_test_release(test, tracer);
+	KUNIT_EXPECT_EQ(test, mm->locked_vm, 0);
+	mmdrop(mm);
+}
+
+/* --- task lifecycle --- */
+
+struct ds_test_child {
+	struct completion	ready;
+	struct completion	go;
+	struct completion	done;
+	struct task_struct	*task;
+	bool			inherited;
+};
+
+static int ds_test_child_fn(void *arg)
+{
+	struct ds_test_child *child = arg;
+
+	child->inherited = current->thread.ds_ctx ||
+			   test_thread_flag(TIF_DS_TRACE);
+	child->task = get_task_struct(current);
+	complete(&child->ready);
+	wait_for_completion(&child->go);
+	complete(&child->done);
+	/* Returning would mean "exit to user mode" for a kernel_thread(). */
+	do_exit(0);
+}
+
+static struct ds_test_child *ds_test_fork(struct kunit *test)
+{
+	struct ds_test_child *child;
+
+	child = kunit_kzalloc(test, sizeof(*child), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, child);
+	init_completion(&child->ready);
+	init_completion(&child->go);
+	init_completion(&child->done);
+	KUNIT_ASSERT_GT(test, kernel_thread(ds_test_child_fn, child,
+					    "ds_kunit_child", SIGCHLD), 0);
+	wait_for_completion(&child->ready);
+	return child;
+}
+
+static void ds_test_fork_not_inherited(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_test_child *child;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	child = ds_test_fork(test);
+	KUNIT_EXPECT_FALSE(test, child->inherited);
+	complete(&child->go);
+	wait_for_completion(&child->done);
+	put_task_struct(child->task);
+	/* The parent's trace is untouched. */
+	KUNIT_EXPECT_PTR_EQ(test, ds_tracer_task(tracer), current);
+	KUNIT_EXPECT_TRUE(test, test_thread_flag(TIF_DS_TRACE));
+}
+
+static void ds_test_release_on_exit(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_test_child *child = ds_test_fork(test);
+	struct ds_tracer *tracer;
+	int tries;
+
+	tracer = ds_test_keep(test, ds_request_bts_task(child->task, &cfg));
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	complete(&child->go);
+	wait_for_completion(&child->done);
+	if (IS_ERR(tracer))
+		goto put_child;
+	for (tries = 0; tries < DS_TEST_EXIT_TRIES; tries++) {
+		if (ds_test_geom(test, tracer).status & DS_STATUS_DETACHED)
+			break;
+		msleep(DS_TEST_EXIT_WAIT_MS);
+	}
+	/* Exit released the hardware; the trace stays until ds_release(). */
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).status,
+			DS_STATUS_DETACHED);
+	KUNIT_EXPECT_NULL(test, ds_tracer_task(tracer));
+	KUNIT_EXPECT_FALSE(test, ds_tracer_recording(tracer));
+	KUNIT_EXPECT_EQ(test, ds_hw_users, 0);
+	KUNIT_EXPECT_NULL(test, child->task->thread.ds_ctx);
+	KUNIT_EXPECT_EQ(test, ds_suspend(tracer), 0);
+put_child:
+	put_task_struct(child->task);
+}
+
+/* --- the hardware path --- */
+
+static void ds_test_threshold_interrupt(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_MAX_BUFFER_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_area_part *part;
+	unsigned long flags;
+	size_t th, i;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	local_irq_save(flags);
+	part = ds_part(this_cpu_ptr(&ds_cpus)->area, DS_BTS);
+	th = (size_t)(part->threshold - part->base) / DS_BTS_RECORD_SIZE;
+	for (i = 0; i + 1 < th; i++)
+		ds_sim_branch(DS_TEST_FROM + i, DS_TEST_FROM + i, true);
+	/* Below the threshold the NMI is someone else's. */
+	KUNIT_EXPECT_EQ(test, ds_nmi_handler(NMI_LOCAL, NULL), NMI_DONE);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_pmis), 0);
+	ds_sim_branch(DS_TEST_FROM + i, DS_TEST_FROM + i, true);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_pmis), 1);
+	local_irq_restore(flags);
+	ds_sim_settle(tracer);
+	/* The irq_work collected everything before any read. */
+	KUNIT_EXPECT_EQ(test, tracer->count, th);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count, th);
+}
+
+static void ds_test_expect_event(struct kunit *test, struct ds_tracer *tracer,
+				 size_t i, enum ds_bts_qualifier qual)
+{
+	struct ds_bts_record rec = { };
+
+	ds_read_record(tracer, i, &rec, sizeof(rec));
+	KUNIT_EXPECT_EQ(test, ds_bts_record_event(&rec), qual);
+	KUNIT_EXPECT_EQ(test, rec.flags, task_pid_nr(current));
+}
+
+static void ds_test_switch_collects(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer;
+	unsigned long flags;
+	size_t base;
+	int i;
+
+	cfg.flags = DS_USER | DS_TIMESTAMPS;
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+
+	/* Real switches add events too: look only inside this window. */
+	local_irq_save(flags);
+	base = tracer->count;
+	for (i = 0; i < 5; i++)
+		ds_sim_branch(DS_TEST_FROM + i,
+			      DS_TEST_FROM + i + DS_TEST_TO_OFFSET, true);
+	KUNIT_EXPECT_EQ(test, tracer->count, base);
+	/* Scheduled out: collected, then a departs event; BTS is off. */
+	ds_switch_to(current, &init_task);
+	KUNIT_EXPECT_EQ(test, tracer->count, base + 6);
+	KUNIT_EXPECT_EQ(test, this_cpu_read(ds_sim_debugctl), DS_SIM_OTHER_BITS);
+	KUNIT_EXPECT_FALSE(test, ds_sim_branch(1, 2, true));
+	/* Scheduled in again: an arrives event, BTS on. */
+	ds_switch_to(&init_task, current);
+	KUNIT_EXPECT_EQ(test, tracer->count, base + 7);
+	KUNIT_EXPECT_TRUE(test, ds_sim_branch(DS_TEST_FROM + 5,
+					      DS_TEST_FROM + 5 +
+					      DS_TEST_TO_OFFSET, true));
+	ds_switch_to(current, &init_task);
+	ds_switch_to(&init_task, current);
+	KUNIT_EXPECT_EQ(test, tracer->count, base + 10);
+	ds_test_expect_branch(test, tracer, base + 4, 4);
+	ds_test_expect_event(test, tracer, base + 5, DS_BTS_TASK_DEPARTS);
+	ds_test_expect_event(test, tracer, base + 6, DS_BTS_TASK_ARRIVES);
+	ds_test_expect_branch(test, tracer, base + 7, 5);
+	local_irq_restore(flags);
+}
+
+static u64 ds_test_debugctl(void)
+{
+	u64 val;
+
+	preempt_disable();
+	val = this_cpu_read(ds_sim_debugctl);
+	preempt_enable();
+	return val;
+}
+
+static void ds_test_debugctl_bits(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer;
+
+	cfg.flags = DS_USER;
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_test_debugctl(),
+			DS_SIM_OTHER_BITS | DS_DEBUGCTL_BTS_ON |
+			DEBUGCTLMSR_BTS_OFF_OS);
+	KUNIT_EXPECT_EQ(test, ds_suspend(tracer), 0);
+	KUNIT_EXPECT_EQ(test, ds_test_debugctl(), DS_SIM_OTHER_BITS);
+	ds_test_release(test, tracer);
+
+	cfg.flags = DS_KERNEL;
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_test_debugctl(),
+			DS_SIM_OTHER_BITS | DS_DEBUGCTL_BTS_ON |
+			DEBUGCTLMSR_BTS_OFF_USR);
+	ds_test_release(test, tracer);
+	KUNIT_EXPECT_EQ(test, ds_test_debugctl(), DS_SIM_OTHER_BITS);
+}
+
+static void ds_test_debugctl_preserved(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	unsigned long flags;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	/* Another owner flips its bits (block-step off) while we trace. */
+	local_irq_save(flags);
+	this_cpu_and(ds_sim_debugctl, ~DEBUGCTLMSR_BTF);
+	local_irq_restore(flags);
+	KUNIT_EXPECT_EQ(test, ds_suspend(tracer), 0);
+	KUNIT_EXPECT_EQ(test, ds_test_debugctl() & ~DEBUGCTLMSR_BTF,
+			DS_SIM_OTHER_BITS & ~DEBUGCTLMSR_BTF);
+	KUNIT_EXPECT_EQ(test, ds_resume(tracer), 0);
+	KUNIT_EXPECT_EQ(test, ds_test_debugctl() & ~DEBUGCTLMSR_BTF,
+			(DS_SIM_OTHER_BITS & ~DEBUGCTLMSR_BTF) |
+			DS_DEBUGCTL_BTS_ON);
+	ds_test_release(test, tracer);
+	/* Put the bit back on every CPU, as the leak check expects it. */
+	ds_test_install(ds_test_full_caps);
+}
+
+/* --- the emulated backend --- */
+
+static void ds_test_emulated(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(4 * DS_BTS_RECORD_SIZE);
+	struct ds_tracer *tracer;
+	struct ds_bts_record rec;
+
+	ds_fake_started = 0;
+	ds_fake_stopped = 0;
+	KUNIT_EXPECT_EQ(test, ds_emulated_write_bts(current, 1, 2), -ENOENT);
+	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
+	KUNIT_EXPECT_EQ(test, ds_register_backend(&ds_fake_backend), -EBUSY);
+	cfg.backend = DS_BACKEND_EMULATED;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)),
+			-EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
+			-EOPNOTSUPP);
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_fake_started, 1);
+	KUNIT_EXPECT_FALSE(test, ds_hw_active);
+
+	KUNIT_EXPECT_EQ(test, ds_emulated_write_bts(current, 10, 20), 0);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count, 1);
+	KUNIT_EXPECT_EQ(test, ds_read_record(tracer, 0, &rec, sizeof(rec)),
+			(ssize_t)sizeof(rec));
+	KUNIT_EXPECT_EQ(test, rec.from, 10);
+	KUNIT_EXPECT_EQ(test, rec.to, 20);
+	KUNIT_EXPECT_EQ(test, ds_suspend(tracer), 0);
+	KUNIT_EXPECT_EQ(test, ds_emulated_write_bts(current, 30, 40), -ENOSPC);
+	KUNIT_EXPECT_EQ(test, ds_unregister_backend(&ds_fake_backend), -EBUSY);
+
+	ds_test_release(test, tracer);
+	KUNIT_EXPECT_EQ(test, ds_fake_stopped, 1);
+	KUNIT_EXPECT_EQ(test, ds_unregister_backend(&ds_fake_backend), 0);
+	KUNIT_EXPECT_EQ(test, ds_unregister_backend(&ds_fake_backend), -EINVAL);
+}
+
+static struct kunit_case ds_test_cases[] = {
+	KUNIT_CASE(ds_test_request_release),
+	KUNIT_CASE(ds_test_same_owner_twice),
+	KUNIT_CASE(ds_test_bts_and_pebs),
+	KUNIT_CASE(ds_test_task_vs_cpu),
+	KUNIT_CASE(ds_test_perf_holds),
+	KUNIT_CASE(ds_test_perf_refused),
+	KUNIT_CASE(ds_test_auto_falls_back),
+	KUNIT_CASE(ds_test_no_hardware),
+	KUNIT_CASE(ds_test_bad_config),
+	KUNIT_CASE(ds_test_bad_handle),
+	KUNIT_CASE(ds_test_cpu_invalid),
+	KUNIT_CASE(ds_test_cpu_offline),
+	KUNIT_CASE(ds_test_odd_size),
+	KUNIT_CASE(ds_test_one_record),
+	KUNIT_CASE(ds_test_bad_sizes),
+	KUNIT_CASE(ds_test_hw_geometry),
+	KUNIT_CASE(ds_test_wrap_order),
+	KUNIT_CASE(ds_test_caller_buffer),
+	KUNIT_CASE(ds_test_clear),
+	KUNIT_CASE(ds_test_notify_pause_resume),
+	KUNIT_CASE(ds_test_notify_clear),
+	KUNIT_CASE(ds_test_suspend_resume),
+	KUNIT_CASE(ds_test_pebs_reset),
+	KUNIT_CASE(ds_test_pebs_formats),
+	KUNIT_CASE(ds_test_pebs_collect),
+	KUNIT_CASE(ds_test_memlock_charge),
+	KUNIT_CASE(ds_test_memlock_limit),
+	KUNIT_CASE(ds_test_memlock_failed_alloc),
+	KUNIT_CASE(ds_test_memlock_mm_gone),
+	KUNIT_CASE(ds_test_fork_not_inherited),
+	KUNIT_CASE(ds_test_release_on_exit),
+	KUNIT_CASE(ds_test_threshold_interrupt),
+	KUNIT_CASE(ds_test_switch_collects),
+	KUNIT_CASE(ds_test_debugctl_bits),
+	KUNIT_CASE(ds_test_debugctl_preserved),
+	KUNIT_CASE(ds_test_emulated),
+	{}
+};
+
+static struct kunit_suite ds_test_suite = {
+	.name		= "x86_ds",
+	.init		= ds_test_init,
+	.exit		= ds_test_exit,
+	.test_cases	= ds_test_cases,
+};
+
+kunit_test_suites(&ds_test_suite);

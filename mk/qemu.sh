@@ -1,0 +1,165 @@
+#!/bin/bash
+# Build the BTS machine model: Debian's QEMU 7.2 at a pinned version, with the
+# patches listed in vm/qemu/patches/series applied with zero fuzz.
+#
+# Output: $BUILD/qemu/qemu-system-x86_64 (x86_64-softmmu, TCG only).
+# Run it with: -L /usr/share/qemu -L /usr/share/seabios -nic none
+#
+# Cached: a stamp holds a hash of the pin and of every file under
+# vm/qemu/patches/ (and of the configure arguments).  When it matches and the
+# binary exists, nothing is done.  When it differs, the source is unpacked
+# afresh and the patches re-applied; ninja then rebuilds only what changed.
+#
+# FORCE=1 rebuilds even when the stamp matches.
+set -euo pipefail
+
+QEMU_PACKAGE=qemu
+QEMU_VERSION=1:7.2+dfsg-7+deb12u18
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$top/build}
+patchdir=$top/vm/qemu/patches
+work=$build/qemu-src          # apt-get source downloads here
+src=$work/tree                # the patched source tree
+obj=$work/obj                 # meson build directory (survives re-patching)
+out=$build/qemu
+stamp=$out/stamp
+
+sudo=
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+
+log() { echo "qemu: $*"; }
+die() { echo "qemu: ERROR: $*" >&2; exit 1; }
+
+# --- cache check ------------------------------------------------------------
+want_stamp() {
+	{
+		echo "pin $QEMU_PACKAGE=$QEMU_VERSION"
+		echo "configure $(configure_args)"
+		(cd "$patchdir" && find . -type f | LC_ALL=C sort | xargs sha256sum)
+	} | sha256sum | cut -d' ' -f1
+}
+
+configure_args() {
+	echo --target-list=x86_64-softmmu --without-default-features --enable-tcg \
+		--enable-fdt=system --disable-docs --disable-werror \
+		--disable-install-blobs
+}
+
+if [ -z "${FORCE:-}" ] && [ -x "$out/qemu-system-x86_64" ] && [ -f "$stamp" ] &&
+	[ "$(cat "$stamp")" = "$(want_stamp)" ]; then
+	log "up to date ($out/qemu-system-x86_64)"
+	exit 0
+fi
+
+# --- host packages ----------------------------------------------------------
+packages=(ninja-build meson libglib2.0-dev libpixman-1-dev libfdt-dev
+	python3-venv dpkg-dev gcc make pkg-config patch
+	# the firmware the result runs with
+	qemu-system-data seabios)
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' ||
+		missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	log "installing ${missing[*]}"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+		--no-install-recommends "${missing[@]}"
+fi
+
+# --- deb-src ----------------------------------------------------------------
+# apt-get source needs a deb-src entry for Debian main.  If none is there,
+# add our own deb822 stanza mirroring the binary one (same suites).
+have_debsrc() {
+	grep -rqsE '^[[:space:]]*(deb-src[[:space:]]|Types:.*deb-src)' \
+		/etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null
+}
+if ! have_debsrc; then
+	log "enabling deb-src (/etc/apt/sources.list.d/ds-qemu-src.sources)"
+	$sudo tee /etc/apt/sources.list.d/ds-qemu-src.sources >/dev/null <<-'EOF'
+	# Added by mk/qemu.sh: apt-get source qemu for the BTS machine model.
+	Types: deb-src
+	URIs: http://deb.debian.org/debian
+	Suites: bookworm bookworm-updates
+	Components: main
+	Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+	Types: deb-src
+	URIs: http://deb.debian.org/debian-security
+	Suites: bookworm-security
+	Components: main
+	Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+	EOF
+	$sudo apt-get update -qq
+fi
+
+# --- fetch ------------------------------------------------------------------
+dsc_ver=${QEMU_VERSION#*:}
+mkdir -p "$work"
+if ! ls "$work/${QEMU_PACKAGE}_${dsc_ver}.dsc" >/dev/null 2>&1; then
+	log "fetching $QEMU_PACKAGE=$QEMU_VERSION"
+	if ! (cd "$work" && apt-get source -q --download-only "$QEMU_PACKAGE=$QEMU_VERSION"); then
+		$sudo apt-get update -qq
+		(cd "$work" && apt-get source -q --download-only "$QEMU_PACKAGE=$QEMU_VERSION") ||
+			die "apt-get source $QEMU_PACKAGE=$QEMU_VERSION failed (pin gone from the archive?)"
+	fi
+fi
+
+# --- unpack + patch -----------------------------------------------------------
+# Unpack into a fresh directory (dpkg-source applies Debian's own patches),
+# apply ours, then sync into the tree the build uses with checksums, so that
+# only files whose content changed get a new mtime and ninja recompiles just
+# those.
+log "unpacking"
+fresh=$work/fresh
+rm -rf "$fresh"
+(cd "$work" && dpkg-source -q -x "${QEMU_PACKAGE}_${dsc_ver}.dsc" "$(basename "$fresh")" \
+	>/dev/null) || die "dpkg-source -x failed"
+
+[ -f "$patchdir/series" ] || die "no $patchdir/series"
+while read -r p; do
+	p=${p%%#*}
+	p=$(echo "$p" | xargs)
+	[ -n "$p" ] || continue
+	[ -f "$patchdir/$p" ] || die "series names $p, which is not in $patchdir"
+	if ! txt=$(cd "$fresh" && patch -p1 -F0 -N --no-backup-if-mismatch -r - \
+		<"$patchdir/$p" 2>&1); then
+		echo "$txt" | sed 's/^/qemu:   /' >&2
+		die "patch $p does not apply with zero fuzz; rejected hunks are listed above"
+	fi
+	echo "$txt" | grep -iE 'offset|fuzz' | sed 's/^/qemu:   /' || true
+	log "applied $p"
+done <"$patchdir/series"
+
+mkdir -p "$src"
+rsync -rlc --delete "$fresh/" "$src/"
+rm -rf "$fresh"
+
+# --- configure + build --------------------------------------------------------
+# Configure once per build directory (the arguments are part of the stamp; a
+# change of them wipes it).  Later meson.build changes are picked up by
+# ninja's own regeneration rule.
+mkdir -p "$out"
+args_now="$(configure_args)"
+if [ ! -f "$obj/build.ninja" ] || [ "$(cat "$obj/.configure-args" 2>/dev/null)" != "$args_now" ]; then
+	rm -rf "$obj"
+	mkdir -p "$obj"
+	log "configuring"
+	(cd "$obj" && flock /tmp/kbuild.lock "$src/configure" $args_now \
+		>"$work/configure.log" 2>&1) ||
+		{ tail -40 "$work/configure.log"; die "configure failed (see $work/configure.log)"; }
+	echo "$args_now" >"$obj/.configure-args"
+fi
+log "building qemu-system-x86_64 (under flock /tmp/kbuild.lock)"
+start=$(date +%s)
+flock /tmp/kbuild.lock ninja -C "$obj" qemu-system-x86_64 >"$work/build.log" 2>&1 ||
+	{ grep -E -A5 'error|FAILED' "$work/build.log" | head -60
+	  die "build failed (see $work/build.log)"; }
+log "built in $(( $(date +%s) - start ))s"
+
+cp -f "$obj/qemu-system-x86_64" "$out/qemu-system-x86_64.new"
+mv -f "$out/qemu-system-x86_64.new" "$out/qemu-system-x86_64"
+want_stamp >"$stamp"
+log "ok: $out/qemu-system-x86_64"
