@@ -10,7 +10,7 @@ packages=(
 	# 32-bit selftests, statically linked
 	gcc-multilib libc6-dev-i386
 	# checks
-	sparse
+	sparse python3-ply python3-git codespell
 	# the VM
 	qemu-system-x86 busybox-static
 )

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * Branch tracing of a debuggee through ptrace: the PTRACE_BTS_* requests.
+ *
+ * All requests need the caller to be the ptracer of a stopped tracee, like
+ * PTRACE_PEEKUSER; otherwise ptrace() fails with ESRCH. The layouts are the
+ * same for 32-bit and 64-bit tracers and tracees. See
+ * Documentation/arch/x86/ptrace-bts.rst.
+ */
+#ifndef _UAPI_ASM_X86_PTRACE_BTS_H
+#define _UAPI_ASM_X86_PTRACE_BTS_H
+
+#include <linux/types.h>
+
+/*
+ * ptrace(PTRACE_BTS_CONFIG, pid, struct ptrace_bts_config *cfg, size_t len)
+ *	Configure, resize or stop branch tracing. The kernel reads len bytes;
+ *	len smaller than the original 16-byte struct is EINVAL, a larger
+ *	struct whose bytes beyond what this kernel knows are not zero (or
+ *	one larger than a page) is E2BIG. PTRACE_BTS_O_SIGNAL needs a valid
+ *	signal (EINVAL); without it cfg->signal is ignored. Returns 0.
+ *	- flags without PTRACE_BTS_O_TRACE: stop tracing, free the buffer.
+ *	- PTRACE_BTS_O_ALLOC: (re)allocate a buffer of cfg->size bytes (rounded
+ *	  down to whole records, at least one); existing records are lost.
+ *	  Without it, the existing buffer is kept (EINVAL if there is none)
+ *	  and only the flags change.
+ * ptrace(PTRACE_BTS_STATUS, pid, struct ptrace_bts_config *cfg, size_t len)
+ *	Fill min(len, sizeof(*cfg)) bytes: buffer size in bytes (whole
+ *	records; 0 when not configured), the O_TRACE/O_SCHED/O_SIGNAL flags,
+ *	signal (0 without O_SIGNAL), and bts_size = sizeof(struct
+ *	bts_struct). Returns the size of the kernel's struct
+ *	ptrace_bts_config.
+ * ptrace(PTRACE_BTS_SIZE, pid, 0, 0)
+ *	Returns the number of records available.
+ * ptrace(PTRACE_BTS_GET, pid, struct bts_struct *rec, unsigned long index)
+ *	Copy one record; index 0 is the newest. EINVAL if index >= SIZE.
+ *	Returns 0.
+ * ptrace(PTRACE_BTS_CLEAR, pid, 0, 0)
+ *	Drop all records (and resume tracing paused by O_SIGNAL). Returns 0,
+ *	also when not configured.
+ * ptrace(PTRACE_BTS_DRAIN, pid, struct bts_struct *buf, size_t len)
+ *	Copy all records, oldest first, into buf, then drop them (and resume
+ *	tracing paused by O_SIGNAL). EINVAL if len cannot hold SIZE records;
+ *	nothing is dropped on error. Returns the number of records copied.
+ */
+#define PTRACE_BTS_CONFIG	40
+#define PTRACE_BTS_STATUS	41
+#define PTRACE_BTS_SIZE		42
+#define PTRACE_BTS_GET		43
+#define PTRACE_BTS_CLEAR	44
+#define PTRACE_BTS_DRAIN	45
+
+/**
+ * struct ptrace_bts_config - PTRACE_BTS_CONFIG and PTRACE_BTS_STATUS argument
+ * @size:	trace buffer size in bytes
+ * @flags:	PTRACE_BTS_O_* flags
+ * @signal:	signal sent to the tracee when the buffer is full, with
+ *		PTRACE_BTS_O_SIGNAL
+ * @bts_size:	STATUS: size of one struct bts_struct; ignored by CONFIG
+ */
+struct ptrace_bts_config {
+	__u32	size;
+	__u32	flags;
+	__u32	signal;
+	__u32	bts_size;
+};
+
+/* Record the tracee's user-mode branches. */
+#define PTRACE_BTS_O_TRACE	0x1
+/* Also record when the tracee is scheduled in and out. */
+#define PTRACE_BTS_O_SCHED	0x2
+/*
+ * When the buffer is full, send @signal to the tracee and pause tracing
+ * until the tracer drains or clears the buffer, instead of overwriting the
+ * oldest records.
+ */
+#define PTRACE_BTS_O_SIGNAL	0x4
+/* (Re)allocate the trace buffer with @size bytes. */
+#define PTRACE_BTS_O_ALLOC	0x8
+
+/**
+ * enum bts_qualifier - what a struct bts_struct describes
+ * @BTS_INVALID:	no record
+ * @BTS_BRANCH:		a taken branch, in variant.lbr
+ * @BTS_TASK_ARRIVES:	the tracee was scheduled in, in variant.event
+ * @BTS_TASK_DEPARTS:	the tracee was scheduled out, in variant.event
+ */
+enum bts_qualifier {
+	BTS_INVALID		= 0,
+	BTS_BRANCH		= 1,
+	BTS_TASK_ARRIVES	= 2,
+	BTS_TASK_DEPARTS	= 3,
+};
+
+/**
+ * struct bts_struct - one branch trace record, 24 bytes
+ * @qualifier:		enum bts_qualifier
+ * @variant.lbr.from:	address of the branch instruction
+ * @variant.lbr.to:	address of the branch target
+ * @variant.event.clock: CLOCK_MONOTONIC time of the event, in nanoseconds
+ * @variant.event.pid:	thread id of the tracee in the tracer's pid
+ *			namespace
+ * @variant.event.__reserved: zero
+ */
+struct bts_struct {
+	__u64	qualifier;
+	union {
+		struct {
+			__u64	from;
+			__u64	to;
+		} lbr;
+		struct {
+			__u64	clock;
+			__u32	pid;
+			__u32	__reserved;
+		} event;
+	} variant;
+};
+
+#endif /* _UAPI_ASM_X86_PTRACE_BTS_H */

@@ -1,0 +1,38 @@
+#!/bin/bash
+# The build matrix of the series: the x86_64 test config without X86_DS, and
+# an i386 config with it.  Each must build; the files the series adds or
+# changes must also be clean under W=1 and sparse (C=2) in every config.
+# Usage: builds.sh <src> <build dir>
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+src=$(realpath "$1") build=$(realpath "$2")
+jobs=${JOBS:-$(nproc)}
+# objects the series adds or changes that are built in a given config
+objs=(arch/x86/kernel/ds.o arch/x86/kernel/process.o arch/x86/kernel/ptrace.o
+      arch/x86/events/intel/ds.o arch/x86/events/intel/bts.o)
+
+one() {
+	local name=$1 arch=$2 obj=$build/obj-$1 log=$build/build-$1.log
+	shift 2
+	echo "builds: $name ($arch: $*)"
+	ARCH=$arch "$top/mk/kconfig.sh" "$src" "$obj" "$@"
+	if ! flock /tmp/kbuild.lock make -s -C "$src" O="$obj" ARCH="$arch" -j"$jobs" vmlinux >"$log" 2>&1; then
+		tail -30 "$log"
+		echo "builds: $name FAILED (log: $log)"
+		return 1
+	fi
+	local present=()
+	for o in "${objs[@]}"; do
+		[ -f "$obj/$o" ] && present+=("$o")
+	done
+	flock /tmp/kbuild.lock make -s -C "$src" O="$obj" ARCH="$arch" W=1 C=2 \
+		"${present[@]}" >"$log.w1" 2>&1 || true
+	if grep -E "warning:|error:" "$log.w1"; then
+		echo "builds: $name has W=1/sparse findings in ${present[*]}"
+		return 1
+	fi
+	echo "builds: $name clean (W=1 + sparse on ${present[*]})"
+}
+
+one nods x86_64 "$top/vm/kernel.config" "$top/vm/no-ds.config"
+one i386 i386 "$top/vm/kernel.config" "$top/vm/i386.config"
