@@ -3,7 +3,8 @@
 # patches listed in vm/qemu/patches/series applied with zero fuzz.
 #
 # Output: $BUILD/qemu/qemu-system-x86_64 (x86_64-softmmu, TCG only).
-# Run it with: -L /usr/share/qemu -L /usr/share/seabios -nic none
+# Run it with: -L /usr/share/qemu -L /usr/share/seabios -nic none (the -L are
+# optional: the binary searches Debian's firmware directories itself).
 #
 # Cached: a stamp holds a hash of the pin and of every file under
 # vm/qemu/patches/ (and of the configure arguments).  When it matches and the
@@ -43,7 +44,8 @@ want_stamp() {
 configure_args() {
 	echo --target-list=x86_64-softmmu --without-default-features --enable-tcg \
 		--enable-fdt=system --disable-docs --disable-werror \
-		--disable-install-blobs
+		--disable-install-blobs \
+		--firmwarepath=/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu
 }
 
 if [ -z "${FORCE:-}" ] && [ -x "$out/qemu-system-x86_64" ] && [ -f "$stamp" ] &&
@@ -116,7 +118,7 @@ log "unpacking"
 fresh=$work/fresh
 rm -rf "$fresh"
 (cd "$work" && dpkg-source -q -x "${QEMU_PACKAGE}_${dsc_ver}.dsc" "$(basename "$fresh")" \
-	>/dev/null) || die "dpkg-source -x failed"
+	>"$work/dpkg-source.log" 2>&1) || { cat "$work/dpkg-source.log"; die "dpkg-source -x failed"; }
 
 [ -f "$patchdir/series" ] || die "no $patchdir/series"
 while read -r p; do
@@ -153,11 +155,13 @@ if [ ! -f "$obj/build.ninja" ] || [ "$(cat "$obj/.configure-args" 2>/dev/null)" 
 	echo "$args_now" >"$obj/.configure-args"
 fi
 log "building qemu-system-x86_64 (under flock /tmp/kbuild.lock)"
-start=$(date +%s)
-flock /tmp/kbuild.lock ninja -C "$obj" qemu-system-x86_64 >"$work/build.log" 2>&1 ||
+t0=$(date +%s)
+flock /tmp/kbuild.lock bash -c 'date +%s >"$1"; exec ninja -C "$2" qemu-system-x86_64' \
+	_ "$work/lock-time" "$obj" >"$work/build.log" 2>&1 ||
 	{ grep -E -A5 'error|FAILED' "$work/build.log" | head -60
 	  die "build failed (see $work/build.log)"; }
-log "built in $(( $(date +%s) - start ))s"
+t1=$(cat "$work/lock-time")
+log "built in $(( $(date +%s) - t1 ))s (waited $(( t1 - t0 ))s for the lock)"
 
 cp -f "$obj/qemu-system-x86_64" "$out/qemu-system-x86_64.new"
 mv -f "$out/qemu-system-x86_64.new" "$out/qemu-system-x86_64"

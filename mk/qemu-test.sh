@@ -1,0 +1,123 @@
+#!/bin/bash
+# The BTS machine model's own test: build the freestanding test kernel in
+# vm/qemu/test/ and boot it (multiboot) on
+#   1. the model, -cpu $BTS_CPU,bts=on: every case must pass;
+#   2. the model with the buffer or the DS area on a bad page: QEMU must stop
+#      with "BTS: DS store fault" and exit status 1;
+#   3. the model without bts=on, and stock Debian QEMU: the test must report
+#      that BTS is absent and that DEBUGCTL/DS_AREA behave as before.
+# Prints one TAP stream ("ok N - name" / "not ok N - name") and exits
+# non-zero on any failure.
+#
+# QEMU=<binary> skips building the model (mk/qemu.sh) and tests that binary.
+# STOCK_QEMU=<binary> (default /usr/bin/qemu-system-x86_64; "" skips it).
+set -uo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$top/build}
+out=$build/qemu-test
+src=$top/vm/qemu/test
+cpu=${BTS_CPU:-Skylake-Client}
+stock=${STOCK_QEMU-/usr/bin/qemu-system-x86_64}
+
+if [ -z "${QEMU:-}" ]; then
+	"$top/mk/qemu.sh" || exit 1
+	QEMU=$build/qemu/qemu-system-x86_64
+fi
+
+# --- build the test kernel ----------------------------------------------------
+mkdir -p "$out"
+cflags=(-m64 -O2 -g -ffreestanding -fno-pic -fno-pie -fno-stack-protector
+	-fno-asynchronous-unwind-tables -mno-red-zone -mgeneral-regs-only
+	-fno-builtin -fno-tree-loop-distribute-patterns -nostdinc -isystem "$(gcc -print-file-name=include)"
+	-Wall -Wextra -Wno-unused-parameter -Werror)
+set -e
+gcc "${cflags[@]}" -c "$src/boot.S" -o "$out/boot.o"
+gcc "${cflags[@]}" -c "$src/seq.S" -o "$out/seq.o"
+gcc "${cflags[@]}" -c "$src/main.c" -o "$out/main.o"
+ld -nostdlib -static -no-pie --build-id=none -z max-page-size=0x1000 \
+	--no-warn-rwx-segments \
+	-T "$src/link.ld" -o "$out/bts-test.elf" \
+	"$out/boot.o" "$out/seq.o" "$out/main.o"
+objcopy -O binary "$out/bts-test.elf" "$out/bts-test.bin"
+set +e
+
+# --- run ------------------------------------------------------------------------
+n=0
+fail=0
+echo "TAP version 13"
+
+tap() {		# tap <ok 0|1> <name>
+	n=$((n + 1))
+	if [ "$1" = 1 ]; then
+		echo "ok $n - $2"
+	else
+		echo "not ok $n - $2"
+		fail=1
+	fi
+}
+
+# boot <name> <qemu> <cpu> [append]: serial to $out/<name>.log, stderr to
+# $out/<name>.err, exit status in $rc
+boot() {
+	local name=$1 qemu=$2 cpu=$3 append=${4:-}
+	local args=(-L /usr/share/qemu -L /usr/share/seabios -nic none
+		-accel tcg -cpu "$cpu" -m 64 -display none -no-reboot
+		-monitor none -serial "file:$out/$name.log"
+		-device isa-debug-exit,iobase=0xf4,iosize=0x04
+		-kernel "$out/bts-test.bin")
+	[ -n "$append" ] && args+=(-append "$append")
+	rm -f "$out/$name.log" "$out/$name.err"
+	timeout 120 "$qemu" "${args[@]}" </dev/null 2>"$out/$name.err"
+	rc=$?
+}
+
+# Re-number the guest's TAP lines into ours, prefixing the run's name.
+relay() {	# relay <name> <prefix>
+	local line
+	while IFS= read -r line; do
+		line=${line%$'\r'}
+		case $line in
+		"ok "*)     tap 1 "$2: ${line#ok * - }" ;;
+		"not ok "*) tap 0 "$2: ${line#not ok * - }" ;;
+		"not ok - "*) tap 0 "$2: ${line#not ok - }" ;;
+		"# "*)      echo "$line" ;;
+		esac
+	done <"$out/$1.log"
+}
+
+# 1. the model
+boot model "$QEMU" "$cpu,bts=on"
+relay model "bts"
+tap $([ $rc -eq 33 ] && echo 1 || echo 0) "bts: test kernel exits PASS (status $rc)"
+[ $rc -eq 33 ] || sed 's/^/# stderr: /' "$out/model.err" | grep -v "TCG doesn't support" | head -20
+
+# 2. store faults stop the machine
+for f in unmapped-buffer readonly-buffer unmapped-ds; do
+	boot "fault-$f" "$QEMU" "$cpu,bts=on" "fault=$f"
+	ok=0
+	if [ $rc -eq 1 ] && grep -q "BTS: DS store fault at" "$out/fault-$f.err"; then
+		ok=1
+	fi
+	tap $ok "fault=$f: QEMU reports 'BTS: DS store fault' and exits 1 (status $rc)"
+	grep "BTS:" "$out/fault-$f.err" | head -1 | sed 's/^/# /'
+	grep -h "^not ok" "$out/fault-$f.log" | sed 's/^/# guest: /'
+done
+
+# 3. no bts=on: BTS absent, behaviour unchanged
+boot nobts "$QEMU" "$cpu"
+relay nobts "model without bts=on"
+tap $([ $rc -eq 37 ] && echo 1 || echo 0) "model without bts=on: reports BTS absent (status $rc)"
+
+if [ -n "$stock" ] && [ -x "$stock" ]; then
+	boot stock "$stock" "$cpu"
+	relay stock "stock QEMU"
+	tap $([ $rc -eq 37 ] && echo 1 || echo 0) "stock QEMU: reports BTS absent (status $rc)"
+fi
+
+echo "1..$n"
+if [ $fail -ne 0 ]; then
+	echo "# FAILED; logs in $out" >&2
+	exit 1
+fi
+exit 0
