@@ -449,6 +449,21 @@ static void ds_buf_append(struct ds_tracer *tracer, const void *src, size_t n)
 	ds_buf_check_threshold(tracer, before);
 }
 
+/*
+ * BTS_OFF_OS drops the branches the CPU takes in kernel mode, but a branch
+ * into the kernel (a system call, an interrupt) is taken in user mode: drop
+ * the records with a kernel end point, as perf does.
+ */
+static void ds_buf_append_user(struct ds_tracer *tracer,
+			       const struct ds_bts_record *rec, size_t n)
+{
+	lockdep_assert_held(&tracer->lock);
+
+	for (; n; n--, rec++)
+		if (ds_bts_user_branch(rec->from, rec->to))
+			ds_buf_append(tracer, rec, 1);
+}
+
 static void ds_buf_reset(struct ds_tracer *tracer)
 {
 	lockdep_assert_held(&tracer->lock);
@@ -692,7 +707,10 @@ static void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)
 	n /= rec;
 	if (n) {
 		raw_spin_lock(&tracer->lock);
-		ds_buf_append(tracer, dc->stage[kind], n);
+		if (kind == DS_BTS && !(tracer->flags & DS_KERNEL))
+			ds_buf_append_user(tracer, dc->stage[kind], n);
+		else
+			ds_buf_append(tracer, dc->stage[kind], n);
 		raw_spin_unlock(&tracer->lock);
 	}
 	part->index = part->base;
@@ -1415,6 +1433,60 @@ int ds_clear(struct ds_tracer *tracer)
 }
 EXPORT_SYMBOL_GPL(ds_clear);
 
+/* Enter the new overflow mode; a full buffer in notify mode pauses now. */
+static void ds_buf_set_overflow(struct ds_tracer *tracer,
+				const struct ds_config *cfg)
+{
+	lockdep_assert_held(&tracer->lock);
+
+	tracer->overflow = cfg->overflow;
+	tracer->notify = cfg->notify;
+	tracer->cookie = cfg->cookie;
+	if (cfg->overflow != DS_OVERFLOW_NOTIFY) {
+		tracer->threshold = 0;
+		WRITE_ONCE(tracer->paused, false);
+		return;
+	}
+	tracer->threshold = cfg->threshold ?: tracer->capacity;
+	if (tracer->count >= tracer->threshold && !tracer->paused) {
+		WRITE_ONCE(tracer->paused, true);
+		irq_work_queue(&tracer->notify_work);
+	}
+}
+
+int ds_update(struct ds_tracer *tracer, const struct ds_config *cfg)
+{
+	struct ds_config check;
+	unsigned long flags;
+	int err;
+
+	if (IS_ERR_OR_NULL(tracer) || !cfg)
+		return -EINVAL;
+	check = *cfg;
+	check.buffer = NULL;
+	check.size = tracer->capacity * tracer->rec_size;
+	err = ds_config_check(tracer->kind, tracer->cpu >= 0, &check);
+	if (err || cfg->threshold > tracer->capacity)
+		return -EINVAL;
+	if ((cfg->flags ^ tracer->flags) & (DS_KERNEL | DS_USER))
+		return -EINVAL;
+	might_sleep();
+
+	mutex_lock(&ds_mutex);
+	/* Collect with the old settings first. */
+	ds_tracer_sync(tracer);
+	/* A notification still queued must not run with the new cookie. */
+	irq_work_sync(&tracer->notify_work);
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	WRITE_ONCE(tracer->flags, cfg->flags);
+	ds_buf_set_overflow(tracer, cfg);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	ds_tracer_sync(tracer);
+	mutex_unlock(&ds_mutex);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(ds_update);
+
 static unsigned int ds_status(const struct ds_tracer *tracer)
 {
 	unsigned int status = 0;
@@ -1704,6 +1776,25 @@ int ds_emulated_write_bts(struct task_struct *task, u64 from, u64 to)
 	return err;
 }
 EXPORT_SYMBOL_GPL(ds_emulated_write_bts);
+
+bool ds_emulated_recording(struct task_struct *task)
+{
+	struct ds_tracer *tracer = NULL;
+	struct ds_context *ctx;
+	unsigned long flags;
+	bool ret;
+
+	/* Interrupts off: ds_detach() waits for us before freeing. */
+	local_irq_save(flags);
+	ctx = ds_task_ctx(task);
+	if (ctx)
+		tracer = READ_ONCE(ctx->tracer[DS_BTS]);
+	ret = tracer && tracer->backend != &ds_hw_backend &&
+	      ds_recording(tracer);
+	local_irq_restore(flags);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(ds_emulated_recording);
 
 /* --- initialisation --- */
 

@@ -15,6 +15,8 @@
 #include <linux/sizes.h>
 #include <linux/types.h>
 
+#include <asm/page.h>
+
 struct task_struct;
 struct ds_tracer;
 
@@ -123,6 +125,22 @@ ds_bts_record_event(const struct ds_bts_record *rec)
 	if ((rec->from & DS_BTS_EVENT_MARKER) != DS_BTS_EVENT_MARKER)
 		return DS_BTS_BRANCH;
 	return rec->from & DS_BTS_EVENT_QUAL_MASK;
+}
+
+/**
+ * ds_bts_user_branch() - may a tracer of user mode see this branch
+ * @from: the branch source
+ * @to:   the branch target
+ *
+ * Branches that enter or leave the kernel (system calls, interrupts,
+ * exceptions, their returns) have a kernel end point; user-mode-only
+ * tracers never see them.
+ *
+ * Return: true if both end points are user addresses.
+ */
+static inline bool ds_bts_user_branch(u64 from, u64 to)
+{
+	return from < TASK_SIZE_MAX && to < TASK_SIZE_MAX;
 }
 
 /**
@@ -436,6 +454,29 @@ int ds_unregister_backend(const struct ds_backend *backend);
 int ds_emulated_write_bts(struct task_struct *task, u64 from, u64 to);
 
 /**
+ * ds_emulated_recording() - should the emulated backend step this task
+ * @task: the task, normally current
+ *
+ * Context: any context but NMI.
+ * Return: true if @task has an emulated BTS tracer that records now.
+ */
+bool ds_emulated_recording(struct task_struct *task);
+
+/**
+ * ds_update() - change how a tracer records, keeping its records
+ * @tracer: the handle
+ * @cfg:    the new @flags, @overflow, @threshold, @notify and @cookie;
+ *	    @buffer, @size and @backend are ignored
+ *
+ * %DS_KERNEL and %DS_USER cannot change. Switching to %DS_OVERFLOW_NOTIFY
+ * with the buffer already at the threshold pauses at once and notifies.
+ *
+ * Context: process context, may sleep.
+ * Return: 0, or -EINVAL (bad handle or @cfg).
+ */
+int ds_update(struct ds_tracer *tracer, const struct ds_config *cfg);
+
+/**
  * ds_perf_reserve() - perf asks for the Debug Store buffers
  *
  * Until perf is a client of the allocator the two never drive the Debug
@@ -593,6 +634,17 @@ static inline int ds_unregister_backend(const struct ds_backend *backend)
 
 static inline int ds_emulated_write_bts(struct task_struct *task, u64 from,
 					u64 to)
+{
+	return -EOPNOTSUPP;
+}
+
+static inline bool ds_emulated_recording(struct task_struct *task)
+{
+	return false;
+}
+
+static inline int ds_update(struct ds_tracer *tracer,
+			    const struct ds_config *cfg)
 {
 	return -EOPNOTSUPP;
 }

@@ -1332,6 +1332,103 @@ static void ds_test_emulated(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_unregister_backend(&ds_fake_backend), -EINVAL);
 }
 
+/* --- user-mode filtering, reconfiguration --- */
+
+/* A user-only tracer never sees a branch with a kernel end point. */
+static void ds_test_user_filter(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(8 * DS_BTS_RECORD_SIZE);
+	u64 kaddr = (u64)TASK_SIZE_MAX + PAGE_SIZE;
+	struct ds_tracer *tracer;
+	unsigned long flags;
+
+	cfg.flags = DS_USER;
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	local_irq_save(flags);
+	/* A system call and its return, around one user branch. */
+	KUNIT_EXPECT_TRUE(test, ds_sim_branch(DS_TEST_FROM, kaddr, true));
+	KUNIT_EXPECT_TRUE(test, ds_sim_branch(kaddr, DS_TEST_FROM + 2, true));
+	KUNIT_EXPECT_TRUE(test, ds_sim_branch(DS_TEST_FROM + 3,
+					      DS_TEST_FROM + 3 +
+					      DS_TEST_TO_OFFSET, true));
+	local_irq_restore(flags);
+	ds_sim_settle(tracer);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count, 1);
+	ds_test_expect_branch(test, tracer, 0, 3);
+}
+
+/* ds_update() keeps the records and changes the overflow mode. */
+static void ds_test_update(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(4 * DS_BTS_RECORD_SIZE);
+	struct ds_test *dt = test->priv;
+	struct ds_tracer *tracer;
+	struct ds_geometry geom;
+
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 4), 4);
+
+	KUNIT_EXPECT_EQ(test, ds_update(NULL, &cfg), -EINVAL);
+	cfg.flags = DS_USER;
+	KUNIT_EXPECT_EQ(test, ds_update(tracer, &cfg), -EINVAL);
+	cfg.flags = DS_USER | DS_KERNEL;
+	cfg.overflow = DS_OVERFLOW_NOTIFY;
+	KUNIT_EXPECT_EQ(test, ds_update(tracer, &cfg), -EINVAL);
+
+	/* Full already: notify mode pauses and notifies at once. */
+	cfg.notify = ds_test_notify;
+	cfg.cookie = dt;
+	KUNIT_EXPECT_EQ(test, ds_update(tracer, &cfg), 0);
+	ds_sim_settle(tracer);
+	KUNIT_EXPECT_EQ(test, dt->notified, 1);
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.count, 4);
+	KUNIT_EXPECT_EQ(test, geom.threshold, 4);
+	KUNIT_EXPECT_EQ(test, geom.status, DS_STATUS_PAUSED);
+	ds_test_expect_branch(test, tracer, 0, 0);
+
+	/* Back to wrap-around: recording goes on, the oldest go. */
+	cfg = ds_test_cfg(0);
+	cfg.flags |= DS_TIMESTAMPS;
+	KUNIT_EXPECT_EQ(test, ds_update(tracer, &cfg), 0);
+	KUNIT_EXPECT_TRUE(test, ds_tracer_recording(tracer));
+	KUNIT_EXPECT_EQ(test, ds_tracer_flags(tracer),
+			DS_USER | DS_KERNEL | DS_TIMESTAMPS);
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 4, 1), 1);
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.count, 4);
+	KUNIT_EXPECT_EQ(test, geom.status, 0);
+	ds_test_expect_branch(test, tracer, 3, 4);
+}
+
+/* The emulated backend steps a task only while its tracer records. */
+static void ds_test_emulated_recording(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(4 * DS_BTS_RECORD_SIZE);
+	struct ds_tracer *tracer;
+
+	KUNIT_EXPECT_FALSE(test, ds_emulated_recording(current));
+	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
+	/* A hardware tracer is not the emulation's business. */
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_FALSE(test, ds_emulated_recording(current));
+	ds_test_release(test, tracer);
+
+	cfg.backend = DS_BACKEND_EMULATED;
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_TRUE(test, ds_emulated_recording(current));
+	KUNIT_EXPECT_EQ(test, ds_suspend(tracer), 0);
+	KUNIT_EXPECT_FALSE(test, ds_emulated_recording(current));
+	KUNIT_EXPECT_EQ(test, ds_resume(tracer), 0);
+	KUNIT_EXPECT_TRUE(test, ds_emulated_recording(current));
+	ds_test_release(test, tracer);
+	KUNIT_EXPECT_FALSE(test, ds_emulated_recording(current));
+}
+
 static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_request_release),
 	KUNIT_CASE(ds_test_same_owner_twice),
@@ -1369,6 +1466,9 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_debugctl_bits),
 	KUNIT_CASE(ds_test_debugctl_preserved),
 	KUNIT_CASE(ds_test_emulated),
+	KUNIT_CASE(ds_test_user_filter),
+	KUNIT_CASE(ds_test_update),
+	KUNIT_CASE(ds_test_emulated_recording),
 	{}
 };
 

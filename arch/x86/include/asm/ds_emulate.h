@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Emulated Branch Trace Store: the hooks in the entry code, the #DB handler
+ * and the task lifecycle. See arch/x86/kernel/ds_emulate.c.
+ */
+#ifndef _ASM_X86_DS_EMULATE_H
+#define _ASM_X86_DS_EMULATE_H
+
+#include <linux/thread_info.h>
+#include <linux/types.h>
+
+struct pt_regs;
+struct task_struct;
+
+#ifdef CONFIG_X86_DS_EMULATE
+
+/**
+ * ds_emu_forced() - the ds.force_emulation knob
+ *
+ * Return: true if branch tracing should use the emulated backend even on
+ * CPUs with BTS.
+ */
+bool ds_emu_forced(void);
+
+/**
+ * ds_emu_exit_to_user() - arm the single step for the next user instruction
+ * @regs: the user registers
+ *
+ * Called last on every return to user mode of a task with %TIF_DS_EMU or
+ * %TIF_DS_EMU_TF.
+ *
+ * Context: interrupts disabled.
+ */
+void ds_emu_exit_to_user(struct pt_regs *regs);
+
+/**
+ * ds_emu_debug() - a #DB from user mode, see exc_debug_user()
+ * @regs:   the user registers, a forced TF already hidden
+ * @dr6:    the DR6 bits still to handle; the single-step bit is cleared
+ *	    when the step was the emulation's own
+ * @uflags: the user flags as the CPU saved them
+ *
+ * Context: process context, interrupts enabled.
+ */
+void ds_emu_debug(struct pt_regs *regs, unsigned long *dr6,
+		  unsigned long uflags);
+
+/**
+ * ds_emu_fork_thread() - a new task starts without emulation state
+ * @child: the new task, from copy_thread()
+ */
+void ds_emu_fork_thread(struct task_struct *child);
+
+/**
+ * ds_emu_exit_thread() - free the emulation state of an exiting task
+ * @task: the task, from exit_thread(), after ds_exit_thread()
+ */
+void ds_emu_exit_thread(struct task_struct *task);
+
+static inline bool ds_emu_debug_pending(void)
+{
+	return test_thread_flag(TIF_DS_EMU) || test_thread_flag(TIF_DS_EMU_TF);
+}
+
+#else /* !CONFIG_X86_DS_EMULATE */
+
+static inline bool ds_emu_forced(void)
+{
+	return false;
+}
+
+static inline void ds_emu_exit_to_user(struct pt_regs *regs) { }
+static inline void ds_emu_debug(struct pt_regs *regs, unsigned long *dr6,
+				unsigned long uflags) { }
+static inline void ds_emu_fork_thread(struct task_struct *child) { }
+static inline void ds_emu_exit_thread(struct task_struct *task) { }
+
+static inline bool ds_emu_debug_pending(void)
+{
+	return false;
+}
+
+#endif /* CONFIG_X86_DS_EMULATE */
+
+#endif /* _ASM_X86_DS_EMULATE_H */

@@ -1,0 +1,622 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Emulated Branch Trace Store: records the user-mode branches of a task by
+ * single-stepping it inside the kernel, for CPUs without BTS.
+ *
+ * Stepping. While a task has an emulated BTS tracer that records, every
+ * return to user mode (ds_emu_exit_to_user(), the last thing before the
+ * return) notes the user IP the task resumes at and forces the trap flag on,
+ * unless the user flags already have it (the task's own TF, or the debugger's
+ * PTRACE_SINGLESTEP). TIF_DS_EMU_TF says that the TF is ours. Each kernel
+ * entry from user mode clears a forced TF again in arch_enter_from_user_mode(),
+ * before anything looks at the saved flags: ptrace, signal frames, core dumps
+ * and sigreturn only ever see the user's own TF. Signal delivery, sigreturn,
+ * execve and ptrace register writes may change the flags at will; the next
+ * return re-arms.
+ *
+ * The single-step trap. exc_debug_user() hands every #DB to ds_emu_debug().
+ * With DR_STEP set, the instruction at the noted IP has completed and the
+ * saved IP is where it went: the instruction is decoded (in the mode it ran
+ * in) and, if it was a taken branch, {from, to} goes into the trace buffer.
+ * A step the forced TF caused is consumed (DR_STEP is cleared) so it never
+ * becomes a SIGTRAP; other #DB causes (hardware breakpoints, the user's or the
+ * debugger's own TF, icebp, bus locks) keep their meaning. Any other kernel
+ * entry (interrupt, exception, syscall) leaves no record: the next return
+ * notes a new IP. That matches the hardware backend, whose records with a
+ * kernel end point are filtered out.
+ *
+ * Taken or not is decided from the instruction and the registers, never from
+ * "the IP moved": a conditional jump is evaluated against the flags (which it
+ * does not change), loop/jcxz against the count register, everything else
+ * that transfers control is always taken. So a jump to itself and a jcc to
+ * the instruction right after it are recorded exactly when taken, and the
+ * iterations of a REP string instruction are not branches.
+ *
+ * Instructions that read or write TF itself: POPF and IRET load it, so after
+ * them the TF the CPU left in the flags is the user's, not ours; PUSHF stores
+ * it, so the pushed copy is corrected to the user's value.
+ *
+ * The decode cache. Fetching and decoding costs more than the trap itself,
+ * so every task keeps a direct-mapped cache of decoded instructions, indexed
+ * by IP. An entry holds the instruction bytes and is used only while the
+ * bytes at that IP are still the same (one short user read). That covers
+ * execve, mmap/munmap and self-modifying code without hooking any of them.
+ *
+ * Limits: code segments other than the flat user ones (LDT code, vm86) are
+ * not traced; uprobes' out-of-line steps are recorded at the XOL address.
+ */
+
+#define pr_fmt(fmt) "ds_emulate: " fmt
+
+#include <linux/hash.h>
+#include <linux/init.h>
+#include <linux/moduleparam.h>
+#include <linux/sched.h>
+#include <linux/sched/task_stack.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/uaccess.h>
+
+#include <asm/debugreg.h>
+#include <asm/ds.h>
+#include <asm/ds_emulate.h>
+#include <asm/insn.h>
+#include <asm/msr.h>
+#include <asm/ptrace.h>
+#include <asm/segment.h>
+
+/* Entries of the per-task decode cache; a power of two. */
+#define DS_EMU_CACHE_BITS	7
+#define DS_EMU_CACHE_SIZE	(1U << DS_EMU_CACHE_BITS)
+
+/* Opcodes the classifier looks at. */
+#define DS_EMU_OP_JCC8		0x70	/* 0x70-0x7f jcc rel8 */
+#define DS_EMU_OP_JCC8_LAST	0x7f
+#define DS_EMU_OP_TWO_BYTE	0x0f
+#define DS_EMU_OP_JCC32		0x80	/* 0x0f 0x80-0x8f jcc rel32 */
+#define DS_EMU_OP_JCC32_LAST	0x8f
+#define DS_EMU_OP_LCALL		0x9a
+#define DS_EMU_OP_PUSHF		0x9c
+#define DS_EMU_OP_POPF		0x9d
+#define DS_EMU_OP_RET_IMM	0xc2
+#define DS_EMU_OP_RET		0xc3
+#define DS_EMU_OP_LRET_IMM	0xca
+#define DS_EMU_OP_LRET		0xcb
+#define DS_EMU_OP_IRET		0xcf
+#define DS_EMU_OP_LOOPNE	0xe0
+#define DS_EMU_OP_LOOPE		0xe1
+#define DS_EMU_OP_LOOP		0xe2
+#define DS_EMU_OP_JCXZ		0xe3
+#define DS_EMU_OP_CALL		0xe8
+#define DS_EMU_OP_JMP		0xe9
+#define DS_EMU_OP_LJMP		0xea
+#define DS_EMU_OP_JMP8		0xeb
+#define DS_EMU_OP_GRP5		0xff	/* /2 call, /3 lcall, /4 jmp, /5 ljmp */
+#define DS_EMU_GRP5_CALL	2
+#define DS_EMU_GRP5_LJMP	5
+
+/* The condition code in the low nibble of a jcc opcode. */
+#define DS_EMU_CC_MASK		0xf
+/* Odd condition codes are the negation of the even one below them. */
+#define DS_EMU_CC_NEGATE	0x1
+
+/* The condition codes of jcc, in pairs, see ds_emu_cond(). */
+enum ds_emu_cc {
+	DS_EMU_CC_O	= 0x0,
+	DS_EMU_CC_B	= 0x2,
+	DS_EMU_CC_E	= 0x4,
+	DS_EMU_CC_BE	= 0x6,
+	DS_EMU_CC_S	= 0x8,
+	DS_EMU_CC_P	= 0xa,
+	DS_EMU_CC_L	= 0xc,
+	DS_EMU_CC_LE	= 0xe,
+};
+
+/**
+ * enum ds_emu_kind - what an instruction means to the branch trace
+ * @DS_EMU_OTHER: not a branch (also REP string instructions)
+ * @DS_EMU_JUMP:  always taken: jmp, call, ret, far transfers, indirect ones
+ * @DS_EMU_JCC:   taken if the condition @cond holds on the flags
+ * @DS_EMU_LOOP:  loop/loope/loopne: taken if the count, after the decrement,
+ *		  is not zero and @cond (for loope/loopne) holds
+ * @DS_EMU_JCXZ:  jcxz/jecxz/jrcxz: taken if the count is zero
+ * @DS_EMU_IRET:  always taken, and loads TF
+ * @DS_EMU_POPF:  not a branch, loads TF
+ * @DS_EMU_PUSHF: not a branch, stores TF
+ */
+enum ds_emu_kind {
+	DS_EMU_OTHER,
+	DS_EMU_JUMP,
+	DS_EMU_JCC,
+	DS_EMU_LOOP,
+	DS_EMU_JCXZ,
+	DS_EMU_IRET,
+	DS_EMU_POPF,
+	DS_EMU_PUSHF,
+};
+
+/* @cond of %DS_EMU_LOOP. */
+#define DS_EMU_LOOP_ANY		0	/* loop */
+#define DS_EMU_LOOP_ZF		1	/* loope: while ZF */
+#define DS_EMU_LOOP_NZF		2	/* loopne: while !ZF */
+
+/**
+ * struct ds_emu_insn - a decoded instruction, one entry of the decode cache
+ * @ip:		linear address of the instruction
+ * @bytes:	the instruction bytes the entry was decoded from
+ * @len:	length of the instruction, 0 for an empty entry
+ * @kind:	enum ds_emu_kind
+ * @cond:	the jcc condition code, or DS_EMU_LOOP_*
+ * @addr_bytes:	address size: the width of the loop/jcxz count register
+ * @mode64:	decoded in 64-bit mode
+ */
+struct ds_emu_insn {
+	unsigned long	ip;
+	u8		bytes[MAX_INSN_SIZE];
+	u8		len;
+	u8		kind;
+	u8		cond;
+	u8		addr_bytes;
+	bool		mode64;
+};
+
+/**
+ * struct ds_emu_task - emulation state of one task, thread_struct::ds_emu
+ * @ip:		the user IP the task last returned to
+ * @ip_valid:	@ip is the instruction the next single-step trap completes
+ * @mode64:	the task returned to 64-bit code
+ * @hits:	decode cache hits
+ * @misses:	decode cache misses (fetch and decode)
+ * @cache:	the decode cache, indexed by hash of the IP
+ *
+ * Only the task itself uses it, from its own entry and exit paths. It is
+ * allocated when the first emulated tracer starts and freed when the task
+ * exits, so a tracer that stops while the task runs frees nothing under it.
+ */
+struct ds_emu_task {
+	unsigned long		ip;
+	bool			ip_valid;
+	bool			mode64;
+	unsigned long		hits;
+	unsigned long		misses;
+	struct ds_emu_insn	cache[DS_EMU_CACHE_SIZE];
+};
+
+#undef MODULE_PARAM_PREFIX
+#define MODULE_PARAM_PREFIX "ds."
+
+static bool ds_emu_force;
+module_param_named(force_emulation, ds_emu_force, bool, 0644);
+MODULE_PARM_DESC(force_emulation,
+		 "Trace tasks with the emulated BTS even where the CPU has BTS");
+
+bool ds_emu_forced(void)
+{
+	return READ_ONCE(ds_emu_force);
+}
+
+/* --- the classifier: pure functions of the bytes and the registers --- */
+
+static enum ds_emu_kind ds_emu_kind_grp5(const struct insn *insn)
+{
+	int reg = X86_MODRM_REG(insn->modrm.bytes[0]);
+
+	if (reg >= DS_EMU_GRP5_CALL && reg <= DS_EMU_GRP5_LJMP)
+		return DS_EMU_JUMP;
+	return DS_EMU_OTHER;
+}
+
+static void ds_emu_kind_one_byte(const struct insn *insn,
+				 struct ds_emu_insn *out)
+{
+	u8 op = insn->opcode.bytes[0];
+
+	switch (op) {
+	case DS_EMU_OP_JCC8 ... DS_EMU_OP_JCC8_LAST:
+		out->kind = DS_EMU_JCC;
+		out->cond = op & DS_EMU_CC_MASK;
+		break;
+	case DS_EMU_OP_LOOPNE:
+		out->kind = DS_EMU_LOOP;
+		out->cond = DS_EMU_LOOP_NZF;
+		break;
+	case DS_EMU_OP_LOOPE:
+		out->kind = DS_EMU_LOOP;
+		out->cond = DS_EMU_LOOP_ZF;
+		break;
+	case DS_EMU_OP_LOOP:
+		out->kind = DS_EMU_LOOP;
+		out->cond = DS_EMU_LOOP_ANY;
+		break;
+	case DS_EMU_OP_JCXZ:
+		out->kind = DS_EMU_JCXZ;
+		break;
+	case DS_EMU_OP_CALL:
+	case DS_EMU_OP_JMP:
+	case DS_EMU_OP_JMP8:
+	case DS_EMU_OP_RET_IMM:
+	case DS_EMU_OP_RET:
+	case DS_EMU_OP_LRET_IMM:
+	case DS_EMU_OP_LRET:
+	case DS_EMU_OP_LCALL:
+	case DS_EMU_OP_LJMP:
+		out->kind = DS_EMU_JUMP;
+		break;
+	case DS_EMU_OP_IRET:
+		out->kind = DS_EMU_IRET;
+		break;
+	case DS_EMU_OP_POPF:
+		out->kind = DS_EMU_POPF;
+		break;
+	case DS_EMU_OP_PUSHF:
+		out->kind = DS_EMU_PUSHF;
+		break;
+	case DS_EMU_OP_GRP5:
+		out->kind = ds_emu_kind_grp5(insn);
+		break;
+	default:
+		out->kind = DS_EMU_OTHER;
+		break;
+	}
+}
+
+/**
+ * ds_emu_classify() - decode one instruction for the branch trace
+ * @buf:    the instruction bytes
+ * @size:   bytes available at @buf
+ * @mode64: decode in 64-bit mode, else in 32-bit mode
+ * @out:    filled in: everything but @ip and @bytes
+ *
+ * Return: 0, or -EINVAL if the bytes do not decode.
+ */
+static int ds_emu_classify(const u8 *buf, int size, bool mode64,
+			   struct ds_emu_insn *out)
+{
+	struct insn insn;
+	u8 op;
+
+	if (insn_decode(&insn, buf, size,
+			mode64 ? INSN_MODE_64 : INSN_MODE_32))
+		return -EINVAL;
+
+	out->len = insn.length;
+	out->addr_bytes = insn.addr_bytes;
+	out->mode64 = mode64;
+	out->cond = 0;
+	op = insn.opcode.bytes[0];
+	if (op != DS_EMU_OP_TWO_BYTE) {
+		ds_emu_kind_one_byte(&insn, out);
+		return 0;
+	}
+	op = insn.opcode.bytes[1];
+	if (insn.opcode.nbytes == 2 &&
+	    op >= DS_EMU_OP_JCC32 && op <= DS_EMU_OP_JCC32_LAST) {
+		out->kind = DS_EMU_JCC;
+		out->cond = op & DS_EMU_CC_MASK;
+	} else {
+		out->kind = DS_EMU_OTHER;
+	}
+	return 0;
+}
+
+/* Does condition code @cc hold on @flags? */
+static bool ds_emu_cond(unsigned int cc, unsigned long flags)
+{
+	bool of = flags & X86_EFLAGS_OF, sf = flags & X86_EFLAGS_SF;
+	bool zf = flags & X86_EFLAGS_ZF, cf = flags & X86_EFLAGS_CF;
+	bool res;
+
+	switch (cc & ~DS_EMU_CC_NEGATE) {
+	case DS_EMU_CC_O:
+		res = of;
+		break;
+	case DS_EMU_CC_B:
+		res = cf;
+		break;
+	case DS_EMU_CC_E:
+		res = zf;
+		break;
+	case DS_EMU_CC_BE:
+		res = cf || zf;
+		break;
+	case DS_EMU_CC_S:
+		res = sf;
+		break;
+	case DS_EMU_CC_P:
+		res = flags & X86_EFLAGS_PF;
+		break;
+	case DS_EMU_CC_L:
+		res = sf != of;
+		break;
+	default:	/* DS_EMU_CC_LE */
+		res = zf || sf != of;
+		break;
+	}
+	return res ^ (cc & DS_EMU_CC_NEGATE);
+}
+
+/* The loop/jcxz count register as wide as the address size says. */
+static unsigned long ds_emu_count(const struct ds_emu_insn *in,
+				  unsigned long cx)
+{
+	switch (in->addr_bytes) {
+	case 2:
+		return cx & U16_MAX;
+	case 4:
+		return cx & U32_MAX;
+	default:
+		return cx;
+	}
+}
+
+/**
+ * ds_emu_taken() - was a completed instruction a taken branch
+ * @in:    the decoded instruction
+ * @flags: the flags after it (jcc, loop and jcxz do not change them)
+ * @cx:    the count register after it
+ *
+ * Return: true for a taken branch.
+ */
+static bool ds_emu_taken(const struct ds_emu_insn *in, unsigned long flags,
+			 unsigned long cx)
+{
+	unsigned long count = ds_emu_count(in, cx);
+
+	switch (in->kind) {
+	case DS_EMU_JUMP:
+	case DS_EMU_IRET:
+		return true;
+	case DS_EMU_JCC:
+		return ds_emu_cond(in->cond, flags);
+	case DS_EMU_JCXZ:
+		return !count;
+	case DS_EMU_LOOP:
+		if (!count)
+			return false;
+		if (in->cond == DS_EMU_LOOP_ZF)
+			return flags & X86_EFLAGS_ZF;
+		if (in->cond == DS_EMU_LOOP_NZF)
+			return !(flags & X86_EFLAGS_ZF);
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* --- the decode cache --- */
+
+static struct ds_emu_insn *ds_emu_slot(struct ds_emu_task *st,
+				       unsigned long ip)
+{
+	return &st->cache[hash_long(ip, DS_EMU_CACHE_BITS)];
+}
+
+/* Are the bytes at @ip still those @e was decoded from? */
+static bool ds_emu_still_there(const struct ds_emu_insn *e, unsigned long ip)
+{
+	u8 now[MAX_INSN_SIZE];
+
+	if (copy_from_user(now, (const void __user *)ip, e->len))
+		return false;
+	return !memcmp(now, e->bytes, e->len);
+}
+
+static const struct ds_emu_insn *ds_emu_lookup(struct ds_emu_task *st,
+					       unsigned long ip, bool mode64)
+{
+	struct ds_emu_insn *e = ds_emu_slot(st, ip);
+	u8 buf[MAX_INSN_SIZE];
+	int n;
+
+	if (e->len && e->ip == ip && e->mode64 == mode64 &&
+	    ds_emu_still_there(e, ip)) {
+		st->hits++;
+		return e;
+	}
+	st->misses++;
+	e->len = 0;
+	/* An instruction near the end of a mapping is shorter than the max. */
+	n = MAX_INSN_SIZE - copy_from_user(buf, (const void __user *)ip,
+					   MAX_INSN_SIZE);
+	if (!n || ds_emu_classify(buf, n, mode64, e)) {
+		e->len = 0;
+		return NULL;
+	}
+	e->ip = ip;
+	memcpy(e->bytes, buf, e->len);
+	return e;
+}
+
+/* --- the hooks --- */
+
+/* Only flat user code segments: the IP is the linear address. */
+static bool ds_emu_flat_code(struct pt_regs *regs)
+{
+	if (v8086_mode(regs))
+		return false;
+#ifdef CONFIG_X86_64
+	if (regs->cs == __USER32_CS)
+		return true;
+#endif
+	return regs->cs == __USER_CS;
+}
+
+/*
+ * The debugger asked for PTRACE_SINGLEBLOCK. With BTF the CPU would trap
+ * only after branches and the trace could not see the others, so step every
+ * instruction instead: the debugger gets a stop after each one, as on CPUs
+ * that ignore BTF.
+ */
+static void ds_emu_drop_blockstep(void)
+{
+	lockdep_assert_irqs_disabled();
+
+	clear_thread_flag(TIF_BLOCKSTEP);
+	update_debugctlmsr(get_debugctlmsr() & ~DEBUGCTLMSR_BTF);
+}
+
+void ds_emu_exit_to_user(struct pt_regs *regs)
+{
+	struct ds_emu_task *st = current->thread.ds_emu;
+
+	lockdep_assert_irqs_disabled();
+
+	if (!st || !test_thread_flag(TIF_DS_EMU) || !ds_emu_flat_code(regs) ||
+	    !ds_emulated_recording(current)) {
+		if (st)
+			st->ip_valid = false;
+		clear_thread_flag(TIF_DS_EMU_TF);
+		return;
+	}
+	if (test_thread_flag(TIF_BLOCKSTEP))
+		ds_emu_drop_blockstep();
+
+	st->ip = regs->ip;
+	st->mode64 = user_64bit_mode(regs);
+	st->ip_valid = true;
+	if (regs->flags & X86_EFLAGS_TF) {
+		/* The user's or the debugger's TF: its traps are theirs. */
+		clear_thread_flag(TIF_DS_EMU_TF);
+		return;
+	}
+	regs->flags |= X86_EFLAGS_TF;
+	set_thread_flag(TIF_DS_EMU_TF);
+}
+
+/*
+ * A forced TF was on while a TF loader or storer ran. After POPF or IRET the
+ * TF in the CPU's flags is the user's own; PUSHF stored ours.
+ */
+static void ds_emu_fix_tf(const struct ds_emu_insn *in, struct pt_regs *regs,
+			  unsigned long uflags)
+{
+	u16 __user *top = (u16 __user *)regs->sp;
+	u16 pushed;
+
+	switch (in->kind) {
+	case DS_EMU_POPF:
+	case DS_EMU_IRET:
+		regs->flags |= uflags & X86_EFLAGS_TF;
+		break;
+	case DS_EMU_PUSHF:
+		/* The low word of the pushed flags holds TF in every size. */
+		if (!get_user(pushed, top) && pushed & X86_EFLAGS_TF)
+			put_user(pushed & ~X86_EFLAGS_TF, top);
+		break;
+	default:
+		break;
+	}
+}
+
+static void ds_emu_record(unsigned long from, unsigned long to)
+{
+	/* A branch to or from a kernel address is not the tracer's to see. */
+	if (!ds_bts_user_branch(from, to))
+		return;
+	ds_emulated_write_bts(current, from, to);
+}
+
+/* The instruction at st->ip completed and went to regs->ip. */
+static void ds_emu_step(struct ds_emu_task *st, struct pt_regs *regs,
+			unsigned long uflags, bool forced)
+{
+	unsigned long from = st->ip, to = regs->ip;
+	const struct ds_emu_insn *in;
+
+	in = ds_emu_lookup(st, from, st->mode64);
+	if (!in)
+		return;
+	if (forced)
+		ds_emu_fix_tf(in, regs, uflags);
+	if (ds_emu_taken(in, regs->flags, regs->cx))
+		ds_emu_record(from, to);
+}
+
+void ds_emu_debug(struct pt_regs *regs, unsigned long *dr6,
+		  unsigned long uflags)
+{
+	struct ds_emu_task *st = current->thread.ds_emu;
+	bool forced = test_thread_flag(TIF_DS_EMU_TF);
+
+	if (!(*dr6 & DR_STEP) || !st)
+		return;
+	if (st->ip_valid && test_thread_flag(TIF_DS_EMU))
+		ds_emu_step(st, regs, uflags, forced);
+	st->ip_valid = false;
+	if (!forced)
+		return;
+	/* Our own trap: neither a signal nor a DR6 bit for the debugger. */
+	*dr6 &= ~DR_STEP;
+	current->thread.virtual_dr6 &= ~DR_STEP;
+}
+
+void ds_emu_fork_thread(struct task_struct *child)
+{
+	child->thread.ds_emu = NULL;
+	clear_tsk_thread_flag(child, TIF_DS_EMU);
+	clear_tsk_thread_flag(child, TIF_DS_EMU_TF);
+}
+
+void ds_emu_exit_thread(struct task_struct *task)
+{
+	kfree(xchg(&task->thread.ds_emu, NULL));
+}
+
+/* --- the backend --- */
+
+static int ds_emu_start(struct ds_tracer *tracer)
+{
+	struct task_struct *task = ds_tracer_task(tracer);
+	struct ds_emu_task *st;
+
+	/* Kernel branches cannot be stepped; the hardware may record them. */
+	if (ds_tracer_flags(tracer) & DS_KERNEL)
+		return -EOPNOTSUPP;
+	if (!task->thread.ds_emu) {
+		st = kzalloc(sizeof(*st), GFP_KERNEL_ACCOUNT);
+		if (!st)
+			return -ENOMEM;
+		/* Starts are serialised by the allocator: no one else installs. */
+		WRITE_ONCE(task->thread.ds_emu, st);
+	}
+	set_tsk_thread_flag(task, TIF_DS_EMU);
+	return 0;
+}
+
+static void ds_emu_stop(struct ds_tracer *tracer)
+{
+	struct task_struct *task = ds_tracer_task(tracer);
+
+	/*
+	 * The task clears a forced TF itself at its next kernel entry and
+	 * drops TIF_DS_EMU_TF at the return after it.
+	 */
+	clear_tsk_thread_flag(task, TIF_DS_EMU);
+	/*
+	 * The allocator refuses tracers for exiting tasks after starting us:
+	 * such a task may be past ds_emu_exit_thread() already.
+	 */
+	if (task->flags & PF_EXITING)
+		ds_emu_exit_thread(task);
+}
+
+static const struct ds_backend ds_emu_backend = {
+	.name	= "emulated",
+	.kinds	= BIT(DS_BTS),
+	.start	= ds_emu_start,
+	.stop	= ds_emu_stop,
+};
+
+static int __init ds_emu_init(void)
+{
+	int err = ds_register_backend(&ds_emu_backend);
+
+	if (err)
+		pr_warn("cannot register the emulated BTS backend: %d\n", err);
+	return err;
+}
+device_initcall(ds_emu_init);
+
+#ifdef CONFIG_X86_DS_EMULATE_KUNIT_TEST
+#include "tests/ds_emulate_kunit.c"
+#endif

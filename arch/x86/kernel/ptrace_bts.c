@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Branch tracing of a debuggee through ptrace: the PTRACE_BTS_* requests,
+ * see arch/x86/include/uapi/asm/ptrace-bts.h and
+ * Documentation/arch/x86/ptrace-bts.rst.
+ *
+ * Each traced thread has at most one struct ptrace_bts, in
+ * thread_struct::ptrace_bts, holding a Debug Store tracer (asm/ds.h) with
+ * its buffer charged to the tracer's locked memory. Requests run in the
+ * tracer with the tracee frozen in a ptrace stop, so they never race with
+ * each other. The context goes away, and the charge with it, on the first
+ * of:
+ *
+ * - PTRACE_BTS_CONFIG without PTRACE_BTS_O_TRACE, or a reallocation;
+ * - PTRACE_DETACH: ptrace_disable(), in the tracer, at once;
+ * - the tracee's exit: exit_thread(), in the tracee, before the tracer can
+ *   reap it;
+ * - any other end of the ptrace link (the tracer exits or is killed):
+ *   __ptrace_unlink() runs under tasklist_lock, so the release is queued to
+ *   a workqueue.
+ *
+ * Whoever takes the pointer out of the thread (xchg) releases it.
+ */
+
+#define pr_fmt(fmt) "ptrace_bts: " fmt
+
+#include <linux/errno.h>
+#include <linux/init.h>
+#include <linux/minmax.h>
+#include <linux/pid_namespace.h>
+#include <linux/ptrace.h>
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
+#include <linux/sched/task.h>
+#include <linux/signal.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/workqueue.h>
+
+#include <asm/ds.h>
+#include <asm/ds_emulate.h>
+#include <asm/ptrace.h>
+#include <asm/ptrace-bts.h>
+
+/* The first version of struct ptrace_bts_config. */
+#define PTRACE_BTS_CONFIG_SIZE_VER0	16
+/* The largest struct ptrace_bts_config a tracer may pass. */
+#define PTRACE_BTS_CONFIG_SIZE_MAX	PAGE_SIZE
+#define PTRACE_BTS_O_MASK		(PTRACE_BTS_O_TRACE |		\
+					 PTRACE_BTS_O_SCHED |		\
+					 PTRACE_BTS_O_SIGNAL |		\
+					 PTRACE_BTS_O_ALLOC)
+/* Flags that describe the state, for STATUS. */
+#define PTRACE_BTS_O_STATE		(PTRACE_BTS_O_MASK & ~PTRACE_BTS_O_ALLOC)
+/* Records DRAIN converts at a time. */
+#define PTRACE_BTS_DRAIN_BATCH		(PAGE_SIZE / sizeof(struct bts_struct))
+
+/**
+ * struct ptrace_bts - branch tracing of one tracee thread
+ * @tracer:	  the Debug Store tracer
+ * @task:	  the tracee (referenced), for the overflow signal
+ * @flags:	  PTRACE_BTS_O_* state flags
+ * @signal:	  the overflow signal, with %PTRACE_BTS_O_SIGNAL
+ * @release_work: deferred release after __ptrace_unlink()
+ */
+struct ptrace_bts {
+	struct ds_tracer	*tracer;
+	struct task_struct	*task;
+	u32			flags;
+	u32			signal;
+	struct work_struct	release_work;
+};
+
+static struct workqueue_struct *ptrace_bts_wq;
+
+static struct ptrace_bts *ptrace_bts_get(struct task_struct *child)
+{
+	return READ_ONCE(child->thread.ptrace_bts);
+}
+
+/* --- lifetime --- */
+
+static void ptrace_bts_free(struct ptrace_bts *pb)
+{
+	/* Waits for a queued overflow notification. */
+	ds_release(pb->tracer);
+	put_task_struct(pb->task);
+	kfree(pb);
+}
+
+static void ptrace_bts_release_work(struct work_struct *work)
+{
+	ptrace_bts_free(container_of(work, struct ptrace_bts, release_work));
+}
+
+/* Take the context out of @child and free it. */
+static void ptrace_bts_release(struct task_struct *child)
+{
+	struct ptrace_bts *pb = xchg(&child->thread.ptrace_bts, NULL);
+
+	if (pb)
+		ptrace_bts_free(pb);
+}
+
+void ptrace_bts_detach(struct task_struct *child)
+{
+	ptrace_bts_release(child);
+}
+
+void ptrace_bts_exit(struct task_struct *task)
+{
+	ptrace_bts_release(task);
+}
+
+void ptrace_bts_untrace(struct task_struct *child)
+{
+	struct ptrace_bts *pb = xchg(&child->thread.ptrace_bts, NULL);
+
+	if (pb)
+		queue_work(ptrace_bts_wq, &pb->release_work);
+}
+
+void ptrace_bts_fork(struct task_struct *child)
+{
+	child->thread.ptrace_bts = NULL;
+}
+
+/* --- configuration --- */
+
+/*
+ * The buffer is full: the Debug Store paused recording; the tracee gets the
+ * signal (a ptrace stop for the debugger) and DRAIN or CLEAR resumes.
+ * irq_work context.
+ */
+static void ptrace_bts_overflow(struct ds_tracer *tracer, void *cookie)
+{
+	struct ptrace_bts *pb = cookie;
+
+	do_send_sig_info(pb->signal, SEND_SIG_PRIV, pb->task, PIDTYPE_PID);
+}
+
+static void ptrace_bts_ds_config(struct ptrace_bts *pb,
+				 const struct ptrace_bts_config *cfg,
+				 struct ds_config *dcfg)
+{
+	memset(dcfg, 0, sizeof(*dcfg));
+	/* Rounded down to whole records, at least one. */
+	dcfg->size = max_t(size_t, cfg->size, sizeof(struct bts_struct));
+	dcfg->flags = DS_USER;
+	if (cfg->flags & PTRACE_BTS_O_SCHED)
+		dcfg->flags |= DS_TIMESTAMPS;
+	if (cfg->flags & PTRACE_BTS_O_SIGNAL) {
+		dcfg->overflow = DS_OVERFLOW_NOTIFY;
+		dcfg->notify = ptrace_bts_overflow;
+		dcfg->cookie = pb;
+	}
+	dcfg->backend = ds_emu_forced() ? DS_BACKEND_EMULATED :
+					  DS_BACKEND_AUTO;
+}
+
+static struct ds_tracer *ptrace_bts_request_ds(struct task_struct *child,
+					       const struct ds_config *dcfg)
+{
+	struct ds_tracer *tracer = ds_request_bts_task(child, dcfg);
+
+	/* A tracer of an earlier ptrace link may still be on its way out. */
+	if (PTR_ERR_OR_ZERO(tracer) == -EBUSY) {
+		flush_workqueue(ptrace_bts_wq);
+		tracer = ds_request_bts_task(child, dcfg);
+	}
+	return tracer;
+}
+
+static int ptrace_bts_alloc(struct task_struct *child,
+			    const struct ptrace_bts_config *cfg)
+{
+	struct ds_config dcfg;
+	struct ptrace_bts *pb;
+	int err;
+
+	if (!cfg->size || cfg->size > DS_MAX_BUFFER_SIZE)
+		return -EINVAL;
+	/* The old records go; so does their charge, before the new one. */
+	ptrace_bts_release(child);
+
+	pb = kzalloc(sizeof(*pb), GFP_KERNEL);
+	if (!pb)
+		return -ENOMEM;
+	INIT_WORK(&pb->release_work, ptrace_bts_release_work);
+	pb->flags = cfg->flags & PTRACE_BTS_O_STATE;
+	pb->signal = cfg->flags & PTRACE_BTS_O_SIGNAL ? cfg->signal : 0;
+	pb->task = get_task_struct(child);
+
+	ptrace_bts_ds_config(pb, cfg, &dcfg);
+	pb->tracer = ptrace_bts_request_ds(child, &dcfg);
+	if (IS_ERR(pb->tracer)) {
+		err = PTR_ERR(pb->tracer);
+		goto put_task;
+	}
+	WRITE_ONCE(child->thread.ptrace_bts, pb);
+	return 0;
+
+put_task:
+	put_task_struct(pb->task);
+	kfree(pb);
+	return err;
+}
+
+/* Change the flags of the existing buffer; the records stay. */
+static int ptrace_bts_update(struct task_struct *child,
+			     const struct ptrace_bts_config *cfg)
+{
+	struct ptrace_bts *pb = ptrace_bts_get(child);
+	struct ds_config dcfg;
+	u32 old_signal;
+	int err;
+
+	if (!pb)
+		return -EINVAL;
+	old_signal = pb->signal;
+	pb->signal = cfg->flags & PTRACE_BTS_O_SIGNAL ? cfg->signal : 0;
+	ptrace_bts_ds_config(pb, cfg, &dcfg);
+	err = ds_update(pb->tracer, &dcfg);
+	if (err) {
+		pb->signal = old_signal;
+		return err;
+	}
+	pb->flags = cfg->flags & PTRACE_BTS_O_STATE;
+	return 0;
+}
+
+static int ptrace_bts_config(struct task_struct *child,
+			     const void __user *ucfg, unsigned long len)
+{
+	struct ptrace_bts_config cfg;
+	int err;
+
+	if (len < PTRACE_BTS_CONFIG_SIZE_VER0)
+		return -EINVAL;
+	if (len > PTRACE_BTS_CONFIG_SIZE_MAX)
+		return -E2BIG;
+	err = copy_struct_from_user(&cfg, sizeof(cfg), ucfg, len);
+	if (err)
+		return err;
+	if (cfg.flags & ~PTRACE_BTS_O_MASK)
+		return -EINVAL;
+	if (cfg.flags & PTRACE_BTS_O_SIGNAL &&
+	    (!cfg.signal || !valid_signal(cfg.signal)))
+		return -EINVAL;
+
+	if (!(cfg.flags & PTRACE_BTS_O_TRACE)) {
+		ptrace_bts_release(child);
+		return 0;
+	}
+	if (cfg.flags & PTRACE_BTS_O_ALLOC)
+		return ptrace_bts_alloc(child, &cfg);
+	return ptrace_bts_update(child, &cfg);
+}
+
+/* --- reading --- */
+
+static int ptrace_bts_geometry(struct ptrace_bts *pb, struct ds_geometry *geom)
+{
+	if (!pb) {
+		memset(geom, 0, sizeof(*geom));
+		return 0;
+	}
+	return ds_get_geometry(pb->tracer, geom);
+}
+
+static long ptrace_bts_status(struct task_struct *child, void __user *ucfg,
+			      unsigned long len)
+{
+	struct ptrace_bts *pb = ptrace_bts_get(child);
+	struct ptrace_bts_config cfg = {
+		.bts_size = sizeof(struct bts_struct),
+	};
+	struct ds_geometry geom;
+	int err;
+
+	err = ptrace_bts_geometry(pb, &geom);
+	if (err)
+		return err;
+	if (pb) {
+		cfg.size = geom.capacity * sizeof(struct bts_struct);
+		cfg.flags = pb->flags;
+		cfg.signal = pb->signal;
+	}
+	if (copy_to_user(ucfg, &cfg, min_t(unsigned long, len, sizeof(cfg))))
+		return -EFAULT;
+	return sizeof(cfg);
+}
+
+static long ptrace_bts_size(struct task_struct *child)
+{
+	struct ds_geometry geom;
+	int err;
+
+	err = ptrace_bts_geometry(ptrace_bts_get(child), &geom);
+	return err ?: geom.count;
+}
+
+/* The tracee's thread id as the tracer sees it. */
+static u32 ptrace_bts_tid(struct task_struct *child)
+{
+	return task_pid_nr_ns(child, task_active_pid_ns(current));
+}
+
+static void ptrace_bts_convert(const struct ds_bts_record *rec, u32 tid,
+			       struct bts_struct *out)
+{
+	enum ds_bts_qualifier qual = ds_bts_record_event(rec);
+
+	memset(out, 0, sizeof(*out));
+	if (qual == DS_BTS_BRANCH) {
+		out->qualifier = BTS_BRANCH;
+		out->variant.lbr.from = rec->from;
+		out->variant.lbr.to = rec->to;
+		return;
+	}
+	out->qualifier = qual == DS_BTS_TASK_ARRIVES ? BTS_TASK_ARRIVES :
+						       BTS_TASK_DEPARTS;
+	out->variant.event.clock = rec->to;
+	out->variant.event.pid = tid;
+}
+
+/* Record @i, 0 the oldest, in the user's format. */
+static int ptrace_bts_read(struct ptrace_bts *pb, size_t i, u32 tid,
+			   struct bts_struct *out)
+{
+	struct ds_bts_record rec;
+	ssize_t ret;
+
+	ret = ds_read_record(pb->tracer, i, &rec, sizeof(rec));
+	if (ret < 0)
+		return ret;
+	ptrace_bts_convert(&rec, tid, out);
+	return 0;
+}
+
+static long ptrace_bts_get_one(struct task_struct *child,
+			       struct bts_struct __user *urec,
+			       unsigned long index)
+{
+	struct ptrace_bts *pb = ptrace_bts_get(child);
+	struct ds_geometry geom;
+	struct bts_struct out;
+	int err;
+
+	err = ptrace_bts_geometry(pb, &geom);
+	if (err)
+		return err;
+	if (index >= geom.count)
+		return -EINVAL;
+	/* Index 0 is the newest record. */
+	err = ptrace_bts_read(pb, geom.count - 1 - index,
+			      ptrace_bts_tid(child), &out);
+	if (err)
+		return err;
+	if (copy_to_user(urec, &out, sizeof(out)))
+		return -EFAULT;
+	return 0;
+}
+
+static long ptrace_bts_clear(struct task_struct *child)
+{
+	struct ptrace_bts *pb = ptrace_bts_get(child);
+
+	return pb ? ds_clear(pb->tracer) : 0;
+}
+
+/* Copy records [first, first + n) to @ubuf, oldest first. */
+static int ptrace_bts_copy(struct ptrace_bts *pb, struct bts_struct *batch,
+			   size_t first, size_t n, u32 tid,
+			   struct bts_struct __user *ubuf)
+{
+	size_t i;
+	int err;
+
+	for (i = 0; i < n; i++) {
+		err = ptrace_bts_read(pb, first + i, tid, &batch[i]);
+		if (err)
+			return err;
+	}
+	if (copy_to_user(ubuf, batch, n * sizeof(*batch)))
+		return -EFAULT;
+	return 0;
+}
+
+static long ptrace_bts_drain(struct task_struct *child,
+			     struct bts_struct __user *ubuf, unsigned long len)
+{
+	struct ptrace_bts *pb = ptrace_bts_get(child);
+	u32 tid = ptrace_bts_tid(child);
+	struct bts_struct *batch;
+	struct ds_geometry geom;
+	size_t done, n;
+	int err;
+
+	err = ptrace_bts_geometry(pb, &geom);
+	if (err || !geom.count)
+		return err;
+	if (len / sizeof(struct bts_struct) < geom.count)
+		return -EINVAL;
+	batch = kmalloc_array(PTRACE_BTS_DRAIN_BATCH, sizeof(*batch),
+			      GFP_KERNEL);
+	if (!batch)
+		return -ENOMEM;
+
+	for (done = 0; done < geom.count; done += n) {
+		n = min(geom.count - done, PTRACE_BTS_DRAIN_BATCH);
+		err = ptrace_bts_copy(pb, batch, done, n, tid, ubuf + done);
+		if (err)
+			goto free_batch;
+		cond_resched();
+	}
+	/* The tracee is stopped: nothing was added since the geometry. */
+	err = ds_clear(pb->tracer);
+
+free_batch:
+	kfree(batch);
+	return err ?: geom.count;
+}
+
+long ptrace_bts_request(struct task_struct *child, long request,
+			void __user *addr, unsigned long data)
+{
+	switch (request) {
+	case PTRACE_BTS_CONFIG:
+		return ptrace_bts_config(child, addr, data);
+	case PTRACE_BTS_STATUS:
+		return ptrace_bts_status(child, addr, data);
+	case PTRACE_BTS_SIZE:
+		return ptrace_bts_size(child);
+	case PTRACE_BTS_GET:
+		return ptrace_bts_get_one(child, addr, data);
+	case PTRACE_BTS_CLEAR:
+		return ptrace_bts_clear(child);
+	case PTRACE_BTS_DRAIN:
+		return ptrace_bts_drain(child, addr, data);
+	default:
+		return -EIO;
+	}
+}
+
+static int __init ptrace_bts_init(void)
+{
+	ptrace_bts_wq = alloc_workqueue("ptrace_bts", WQ_UNBOUND, 0);
+	return ptrace_bts_wq ? 0 : -ENOMEM;
+}
+core_initcall(ptrace_bts_init);

@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KUnit suite for the emulated Branch Trace Store.
+ *
+ * Included at the end of ds_emulate.c (CONFIG_X86_DS_EMULATE_KUNIT_TEST) to
+ * reach its static classifier: each case decodes a byte sequence in 32-bit
+ * or 64-bit mode and checks the kind, the length and the taken decision for
+ * given flags and count register.
+ */
+
+#include <kunit/test.h>
+
+/* Flags with no condition bit set, and each bit on its own. */
+#define DS_EMU_TEST_NONE	X86_EFLAGS_FIXED
+
+/**
+ * struct ds_emu_test_case - one instruction and what the trace makes of it
+ * @name:   for the log
+ * @bytes:  the instruction, padded with int3
+ * @mode64: decode in 64-bit mode
+ * @len:    expected length
+ * @kind:   expected enum ds_emu_kind
+ * @flags:  flags after the instruction
+ * @cx:     count register after the instruction
+ * @taken:  expected decision
+ */
+struct ds_emu_test_case {
+	const char	*name;
+	u8		bytes[MAX_INSN_SIZE];
+	bool		mode64;
+	u8		len;
+	u8		kind;
+	unsigned long	flags;
+	unsigned long	cx;
+	bool		taken;
+};
+
+#define DS_EMU_T(_name, _m64, _len, _kind, _flags, _cx, _taken, ...)	\
+	{ .name = _name, .bytes = { __VA_ARGS__ }, .mode64 = _m64,	\
+	  .len = _len, .kind = _kind, .flags = _flags, .cx = _cx,	\
+	  .taken = _taken }
+
+static const struct ds_emu_test_case ds_emu_test_cases[] = {
+	/* jcc rel8 against each flag, taken and not taken */
+	DS_EMU_T("jz taken", true, 2, DS_EMU_JCC, X86_EFLAGS_ZF, 0, true,
+		 0x74, 0x10),
+	DS_EMU_T("jz not taken", true, 2, DS_EMU_JCC, DS_EMU_TEST_NONE, 0,
+		 false, 0x74, 0x10),
+	DS_EMU_T("jnz to fall-through", true, 2, DS_EMU_JCC,
+		 DS_EMU_TEST_NONE, 0, true, 0x75, 0x00),
+	DS_EMU_T("jnz to fall-through, ZF", true, 2, DS_EMU_JCC,
+		 X86_EFLAGS_ZF, 0, false, 0x75, 0x00),
+	DS_EMU_T("jo", true, 2, DS_EMU_JCC, X86_EFLAGS_OF, 0, true,
+		 0x70, 0x02),
+	DS_EMU_T("jno, OF", true, 2, DS_EMU_JCC, X86_EFLAGS_OF, 0, false,
+		 0x71, 0x02),
+	DS_EMU_T("jb", true, 2, DS_EMU_JCC, X86_EFLAGS_CF, 0, true,
+		 0x72, 0x02),
+	DS_EMU_T("jae, CF", true, 2, DS_EMU_JCC, X86_EFLAGS_CF, 0, false,
+		 0x73, 0x02),
+	DS_EMU_T("jbe, ZF", true, 2, DS_EMU_JCC, X86_EFLAGS_ZF, 0, true,
+		 0x76, 0x02),
+	DS_EMU_T("ja, CF", true, 2, DS_EMU_JCC, X86_EFLAGS_CF, 0, false,
+		 0x77, 0x02),
+	DS_EMU_T("js", true, 2, DS_EMU_JCC, X86_EFLAGS_SF, 0, true,
+		 0x78, 0x02),
+	DS_EMU_T("jns", true, 2, DS_EMU_JCC, DS_EMU_TEST_NONE, 0, true,
+		 0x79, 0x02),
+	DS_EMU_T("jp", true, 2, DS_EMU_JCC, X86_EFLAGS_PF, 0, true,
+		 0x7a, 0x02),
+	DS_EMU_T("jnp, PF", true, 2, DS_EMU_JCC, X86_EFLAGS_PF, 0, false,
+		 0x7b, 0x02),
+	DS_EMU_T("jl, SF", true, 2, DS_EMU_JCC, X86_EFLAGS_SF, 0, true,
+		 0x7c, 0x02),
+	DS_EMU_T("jl, SF and OF", true, 2, DS_EMU_JCC,
+		 X86_EFLAGS_SF | X86_EFLAGS_OF, 0, false, 0x7c, 0x02),
+	DS_EMU_T("jge, OF", true, 2, DS_EMU_JCC, X86_EFLAGS_OF, 0, false,
+		 0x7d, 0x02),
+	DS_EMU_T("jle, ZF", true, 2, DS_EMU_JCC, X86_EFLAGS_ZF, 0, true,
+		 0x7e, 0x02),
+	DS_EMU_T("jg", true, 2, DS_EMU_JCC, DS_EMU_TEST_NONE, 0, true,
+		 0x7f, 0x02),
+	/* jcc rel32, two-byte opcode */
+	DS_EMU_T("jz rel32", true, 6, DS_EMU_JCC, X86_EFLAGS_ZF, 0, true,
+		 0x0f, 0x84, 0x00, 0x01, 0x00, 0x00),
+	DS_EMU_T("jnz rel32, ZF", false, 6, DS_EMU_JCC, X86_EFLAGS_ZF, 0,
+		 false, 0x0f, 0x85, 0x00, 0x01, 0x00, 0x00),
+	DS_EMU_T("jz rel16 (66)", false, 5, DS_EMU_JCC, X86_EFLAGS_ZF, 0,
+		 true, 0x66, 0x0f, 0x84, 0x00, 0x01),
+	/* unconditional near transfers */
+	DS_EMU_T("jmp rel8 to itself", true, 2, DS_EMU_JUMP,
+		 DS_EMU_TEST_NONE, 0, true, 0xeb, 0xfe),
+	DS_EMU_T("jmp rel32", true, 5, DS_EMU_JUMP, DS_EMU_TEST_NONE, 0,
+		 true, 0xe9, 0x00, 0x00, 0x00, 0x00),
+	DS_EMU_T("call rel32 to next", true, 5, DS_EMU_JUMP,
+		 DS_EMU_TEST_NONE, 0, true, 0xe8, 0x00, 0x00, 0x00, 0x00),
+	DS_EMU_T("ret", true, 1, DS_EMU_JUMP, DS_EMU_TEST_NONE, 0, true,
+		 0xc3),
+	DS_EMU_T("ret imm16", false, 3, DS_EMU_JUMP, DS_EMU_TEST_NONE, 0,
+		 true, 0xc2, 0x08, 0x00),
+	DS_EMU_T("bnd ret", true, 2, DS_EMU_JUMP, DS_EMU_TEST_NONE, 0, true,
+		 0xf2, 0xc3),
+	DS_EMU_T("call *%rax", true, 2, DS_EMU_JUMP, DS_EMU_TEST_NONE, 0,
+		 true, 0xff, 0xd0),
+	DS_EMU_T("jmp *%r11", true, 3, DS_EMU_JUMP, DS_EMU_TEST_NONE, 0,
+		 true, 0x41, 0xff, 0xe3),
+	DS_EMU_T("call *disp(%rip)", true, 6, DS_EMU_JUMP, DS_EMU_TEST_NONE,
+		 0, true, 0xff, 0x15, 0x00, 0x00, 0x00, 0x00),
+	DS_EMU_T("jmp *(%eax)", false, 2, DS_EMU_JUMP, DS_EMU_TEST_NONE, 0,
+		 true, 0xff, 0x20),
+	DS_EMU_T("inc (%rax) is not a branch", true, 2, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0xff, 0x00),
+	DS_EMU_T("push (%rax) is not a branch", true, 2, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0xff, 0x30),
+	/* far transfers */
+	DS_EMU_T("lret", true, 1, DS_EMU_JUMP, DS_EMU_TEST_NONE, 0, true,
+		 0xcb),
+	DS_EMU_T("lret imm16", false, 3, DS_EMU_JUMP, DS_EMU_TEST_NONE, 0,
+		 true, 0xca, 0x04, 0x00),
+	DS_EMU_T("ljmp *(%rax)", true, 2, DS_EMU_JUMP, DS_EMU_TEST_NONE, 0,
+		 true, 0xff, 0x28),
+	DS_EMU_T("lcall *(%rax)", true, 2, DS_EMU_JUMP, DS_EMU_TEST_NONE, 0,
+		 true, 0xff, 0x18),
+	DS_EMU_T("ljmp ptr16:32", false, 7, DS_EMU_JUMP, DS_EMU_TEST_NONE, 0,
+		 true, 0xea, 0x00, 0x00, 0x00, 0x00, 0x23, 0x00),
+	DS_EMU_T("lcall ptr16:32", false, 7, DS_EMU_JUMP, DS_EMU_TEST_NONE,
+		 0, true, 0x9a, 0x00, 0x00, 0x00, 0x00, 0x23, 0x00),
+	DS_EMU_T("iretq", true, 2, DS_EMU_IRET, DS_EMU_TEST_NONE, 0, true,
+		 0x48, 0xcf),
+	DS_EMU_T("iret", false, 1, DS_EMU_IRET, DS_EMU_TEST_NONE, 0, true,
+		 0xcf),
+	/* loop and jcxz: the count register after the instruction */
+	DS_EMU_T("loop, rcx left", true, 2, DS_EMU_LOOP, DS_EMU_TEST_NONE, 1,
+		 true, 0xe2, 0xfe),
+	DS_EMU_T("loop, rcx zero", true, 2, DS_EMU_LOOP, DS_EMU_TEST_NONE, 0,
+		 false, 0xe2, 0xfe),
+	DS_EMU_T("loop to fall-through", true, 2, DS_EMU_LOOP,
+		 DS_EMU_TEST_NONE, 5, true, 0xe2, 0x00),
+	DS_EMU_T("loop (67), ecx zero", true, 3, DS_EMU_LOOP,
+		 DS_EMU_TEST_NONE, 0x100000000UL, false, 0x67, 0xe2, 0xfe),
+	DS_EMU_T("loop 32-bit, ecx zero", false, 2, DS_EMU_LOOP,
+		 DS_EMU_TEST_NONE, 0xffff00000000UL, false, 0xe2, 0xfe),
+	DS_EMU_T("loop 32-bit (67), cx left", false, 3, DS_EMU_LOOP,
+		 DS_EMU_TEST_NONE, 0x10001, true, 0x67, 0xe2, 0xfe),
+	DS_EMU_T("loope, ZF", true, 2, DS_EMU_LOOP, X86_EFLAGS_ZF, 3, true,
+		 0xe1, 0xfe),
+	DS_EMU_T("loope, no ZF", true, 2, DS_EMU_LOOP, DS_EMU_TEST_NONE, 3,
+		 false, 0xe1, 0xfe),
+	DS_EMU_T("loopne, no ZF", true, 2, DS_EMU_LOOP, DS_EMU_TEST_NONE, 3,
+		 true, 0xe0, 0xfe),
+	DS_EMU_T("loopne, ZF", true, 2, DS_EMU_LOOP, X86_EFLAGS_ZF, 3, false,
+		 0xe0, 0xfe),
+	DS_EMU_T("jrcxz, zero", true, 2, DS_EMU_JCXZ, DS_EMU_TEST_NONE, 0,
+		 true, 0xe3, 0x00),
+	DS_EMU_T("jrcxz, not zero", true, 2, DS_EMU_JCXZ, DS_EMU_TEST_NONE,
+		 1, false, 0xe3, 0x00),
+	DS_EMU_T("jecxz, high bits set", false, 2, DS_EMU_JCXZ,
+		 DS_EMU_TEST_NONE, 0x100000000UL, true, 0xe3, 0x00),
+	/* not branches */
+	DS_EMU_T("rep movsb", true, 2, DS_EMU_OTHER, DS_EMU_TEST_NONE, 3,
+		 false, 0xf3, 0xa4),
+	DS_EMU_T("repne scasb", false, 2, DS_EMU_OTHER, X86_EFLAGS_ZF, 3,
+		 false, 0xf2, 0xae),
+	DS_EMU_T("nop", true, 1, DS_EMU_OTHER, DS_EMU_TEST_NONE, 0, false,
+		 0x90),
+	DS_EMU_T("mov imm64", true, 10, DS_EMU_OTHER, DS_EMU_TEST_NONE, 0,
+		 false, 0x48, 0xb8, 1, 2, 3, 4, 5, 6, 7, 8),
+	DS_EMU_T("dec %eax is REX in 64-bit", true, 3, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0x48, 0x89, 0xc0),
+	DS_EMU_T("dec %eax in 32-bit", false, 1, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0x48, 0x89, 0xc0),
+	DS_EMU_T("pushf", true, 1, DS_EMU_PUSHF, DS_EMU_TEST_NONE, 0, false,
+		 0x9c),
+	DS_EMU_T("popf", false, 1, DS_EMU_POPF, DS_EMU_TEST_NONE, 0, false,
+		 0x9d),
+	DS_EMU_T("syscall", true, 2, DS_EMU_OTHER, DS_EMU_TEST_NONE, 0, false,
+		 0x0f, 0x05),
+	DS_EMU_T("int $0x80", false, 2, DS_EMU_OTHER, DS_EMU_TEST_NONE, 0,
+		 false, 0xcd, 0x80),
+	DS_EMU_T("setz is not jcc", true, 3, DS_EMU_OTHER, X86_EFLAGS_ZF, 0,
+		 false, 0x0f, 0x94, 0xc0),
+};
+
+static void ds_emu_test_case_desc(const struct ds_emu_test_case *t,
+				  char *desc)
+{
+	strscpy(desc, t->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(ds_emu_classify, ds_emu_test_cases, ds_emu_test_case_desc);
+
+static void ds_emu_test_classify(struct kunit *test)
+{
+	const struct ds_emu_test_case *t = test->param_value;
+	struct ds_emu_insn in = {};
+
+	KUNIT_ASSERT_EQ(test, ds_emu_classify(t->bytes, sizeof(t->bytes),
+					      t->mode64, &in), 0);
+	KUNIT_EXPECT_EQ(test, in.len, t->len);
+	KUNIT_EXPECT_EQ(test, in.kind, t->kind);
+	KUNIT_EXPECT_EQ(test, ds_emu_taken(&in, t->flags, t->cx), t->taken);
+}
+
+/* Not all bytes there: an instruction cut short does not decode. */
+static void ds_emu_test_truncated(struct kunit *test)
+{
+	static const u8 jz32[] = { 0x0f, 0x84, 0x00, 0x01 };
+	struct ds_emu_insn in = {};
+
+	KUNIT_EXPECT_EQ(test, ds_emu_classify(jz32, sizeof(jz32), true, &in),
+			-EINVAL);
+}
+
+/* Every condition code is the negation of its partner. */
+static void ds_emu_test_cond_pairs(struct kunit *test)
+{
+	unsigned long flags;
+	unsigned int cc;
+
+	for (flags = 0; flags <= (X86_EFLAGS_CF | X86_EFLAGS_PF |
+				  X86_EFLAGS_ZF | X86_EFLAGS_SF |
+				  X86_EFLAGS_OF); flags++)
+		for (cc = 0; cc <= DS_EMU_CC_MASK; cc += 2)
+			KUNIT_EXPECT_NE(test, ds_emu_cond(cc, flags),
+					ds_emu_cond(cc | DS_EMU_CC_NEGATE,
+						    flags));
+}
+
+/* The cache: a hit needs the same IP, mode and bytes. */
+static void ds_emu_test_cache_slot(struct kunit *test)
+{
+	struct ds_emu_task *st;
+
+	st = kunit_kzalloc(test, sizeof(*st), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, st);
+	KUNIT_EXPECT_PTR_EQ(test, ds_emu_slot(st, 0x401000),
+			    ds_emu_slot(st, 0x401000));
+	KUNIT_EXPECT_TRUE(test, ds_emu_slot(st, 0x401000) >= st->cache &&
+			  ds_emu_slot(st, 0x401000) <
+			  st->cache + DS_EMU_CACHE_SIZE);
+	/* Neighbouring instructions do not share a slot. */
+	KUNIT_EXPECT_PTR_NE(test, ds_emu_slot(st, 0x401000),
+			    ds_emu_slot(st, 0x401002));
+}
+
+static struct kunit_case ds_emu_test_cases_list[] = {
+	KUNIT_CASE_PARAM(ds_emu_test_classify, ds_emu_classify_gen_params),
+	KUNIT_CASE(ds_emu_test_truncated),
+	KUNIT_CASE(ds_emu_test_cond_pairs),
+	KUNIT_CASE(ds_emu_test_cache_slot),
+	{}
+};
+
+static struct kunit_suite ds_emu_test_suite = {
+	.name		= "x86_ds_emulate",
+	.test_cases	= ds_emu_test_cases_list,
+};
+
+kunit_test_suites(&ds_emu_test_suite);

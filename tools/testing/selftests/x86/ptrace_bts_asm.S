@@ -1,0 +1,503 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Tracee code for ptrace_bts.c. Written in assembly so that every branch
+ * the tests expect has a global label at its source and at its target and
+ * the compiler can add none.
+ *
+ * Every routine is "int3; <s label> body; int3; <e label> ret": the tracer
+ * configures tracing at the first breakpoint stop and reads the trace at
+ * the second, so the trace holds exactly the branches of the body. The
+ * ud2 after a branch is never reached; it turns a branch that is wrongly
+ * not taken into a SIGILL.
+ *
+ * Assembles as 32-bit and as 64-bit code; the test binaries are built
+ * without PIE, so absolute addresses fit in 32 bits.
+ */
+#include <asm/unistd.h>
+
+#define L(name)		.globl name; name:
+#define FUNC(name)	.globl name; .type name, @function; name:
+
+#ifdef __x86_64__
+# define AX		%rax
+# define CX		%rcx
+# define SI		%rsi
+# define DI		%rdi
+# define SP		%rsp
+# define JCXZ		jrcxz
+# define LRET		lretq
+# define WORD		8
+# define WORDVAL	quad
+# define LOADADDR(sym, reg)	lea sym(%rip), reg
+/* Raw system call, number in %eax, arguments in %edi, %esi. */
+# define SYSCALL	syscall
+# define ARG1		%rdi
+# define ARG2		%rsi
+# define LOADPTR(sym, reg)	mov sym(%rip), reg
+/* %rbx is not touched in 64-bit mode */
+# define PUSHBX
+# define POPBX
+#else
+# define AX		%eax
+# define CX		%ecx
+# define SI		%esi
+# define DI		%edi
+# define SP		%esp
+# define JCXZ		jecxz
+# define LRET		lret
+# define WORD		4
+# define WORDVAL	long
+# define LOADADDR(sym, reg)	mov $sym, reg
+# define SYSCALL	int $0x80
+# define ARG1		%ebx
+# define ARG2		%ecx
+# define LOADPTR(sym, reg)	mov sym, reg
+# define PUSHBX		push %ebx
+# define POPBX		pop %ebx
+#endif
+
+#define X86_EFLAGS_TF	0x100
+
+	.text
+
+/* Direct jumps: short (rel8), near (rel32), backwards. */
+FUNC(bts_jmp)
+	int3
+L(jmp_s)
+L(jmp_f0)
+	jmp	jmp_t0
+	ud2
+L(jmp_f2)
+	jmp	jmp_t2
+	ud2
+L(jmp_t0)
+L(jmp_f1)
+	{disp32} jmp jmp_t1
+	ud2
+L(jmp_t1)
+	/* backwards */
+L(jmp_f3)
+	jmp	jmp_f2
+	ud2
+L(jmp_t2)
+	int3
+L(jmp_e)
+	ret
+
+/* Conditional jumps: only the taken ones are branches. */
+FUNC(bts_jcc)
+	int3
+L(jcc_s)
+	xor	%eax, %eax
+L(jcc_f0)
+	jz	jcc_t0
+	ud2
+L(jcc_t0)
+	jnz	jcc_bad
+	cmp	$1, %eax
+L(jcc_f1)
+	jb	jcc_t1
+	ud2
+L(jcc_t1)
+	ja	jcc_bad
+	{disp32} jae jcc_bad
+L(jcc_f2)
+	{disp32} jne jcc_t2
+	ud2
+L(jcc_t2)
+	int3
+L(jcc_e)
+	ret
+jcc_bad:
+	ud2
+
+/* Near calls and returns, nested. */
+FUNC(bts_call)
+	int3
+L(call_s)
+L(call_f0)
+	call	call_fn1
+L(call_r0)
+	int3
+L(call_e)
+	ret
+L(call_fn1)
+L(call_f1)
+	call	call_fn2
+L(call_r1)
+L(call_f2)
+	ret
+L(call_fn2)
+L(call_f3)
+	ret
+
+/* Indirect jumps and calls through a register and through memory. */
+FUNC(bts_ind)
+	int3
+L(ind_s)
+	LOADADDR(ind_t0, AX)
+L(ind_f0)
+	jmp	*AX
+	ud2
+L(ind_t0)
+	LOADADDR(ind_fn, AX)
+L(ind_f1)
+	call	*AX
+L(ind_r1)
+	LOADADDR(ind_t2, AX)
+	push	AX
+L(ind_f2)
+	jmp	*(SP)
+	ud2
+L(ind_t2)
+	LOADADDR(ind_fn2, AX)
+	mov	AX, (SP)
+L(ind_f3)
+	call	*(SP)
+L(ind_r3)
+	/* ind_fn2's "ret $WORD" dropped the pointer slot */
+	int3
+L(ind_e)
+	ret
+L(ind_fn)
+L(ind_f1r)
+	ret
+L(ind_fn2)
+L(ind_f3r)
+	ret	$WORD
+
+/* loop, loope/loopne, jcxz; "loop" to itself. */
+FUNC(bts_loop)
+	int3
+L(loop_s)
+	mov	$3, %ecx
+L(loop_t0)
+	nop
+L(loop_f0)
+	loop	loop_t0
+	xor	%ecx, %ecx
+L(loop_f1)
+	JCXZ	loop_t1
+	ud2
+L(loop_t1)
+	inc	%ecx
+	JCXZ	loop_bad
+	mov	$2, %ecx
+	/* taken once (%ecx 2 -> 1), then not (1 -> 0) */
+L(loop_f2)
+	loop	loop_f2
+	mov	$2, %ecx
+	cmp	%eax, %eax
+L(loop_f3)
+	loope	loop_t3
+	ud2
+L(loop_t3)
+	loopne	loop_bad
+	int3
+L(loop_e)
+	ret
+loop_bad:
+	ud2
+
+/*
+ * Far transfers to the same code segment: a far return, a far indirect
+ * jump and a far indirect call through a m16:32 pointer (32-bit operand
+ * size also in 64-bit mode, where it is the form all vendors implement),
+ * and the far return from that call.
+ */
+FUNC(bts_far)
+	int3
+L(far_s)
+	push	SI
+	xor	%esi, %esi
+	mov	%cs, %si
+	push	SI
+	LOADADDR(far_t0, AX)
+	push	AX
+L(far_f0)
+	LRET
+	ud2
+L(far_t0)
+	sub	$8, SP
+	LOADADDR(far_t1, AX)
+	movl	%eax, (SP)
+	movw	%si, 4(SP)
+L(far_f1)
+	ljmpl	*(SP)
+	ud2
+L(far_t1)
+	add	$8, SP
+#ifdef __x86_64__
+	/*
+	 * A far call and return with 32-bit operands push and pop 32-bit
+	 * halves; QEMU's TCG also truncates RSP to 32 bits for them. Run
+	 * them on a stack below 4 GiB (bts_low_stack), where both are right.
+	 */
+	mov	%rsp, %rdi
+	mov	bts_low_stack(%rip), %rsp
+#endif
+	sub	$8, SP
+	LOADADDR(far_fn, AX)
+	movl	%eax, (SP)
+	movw	%si, 4(SP)
+L(far_f2)
+	lcalll	*(SP)
+L(far_r2)
+	add	$8, SP
+#ifdef __x86_64__
+	mov	%rdi, %rsp
+#endif
+	pop	SI
+	int3
+L(far_e)
+	ret
+L(far_fn)
+L(far_f3)
+	lretl
+
+/* String instructions: REP iterations are not branches. */
+FUNC(bts_rep)
+	int3
+L(rep_s)
+	push	SI
+	push	DI
+	LOADADDR(rep_buf, DI)
+	mov	$32, %ecx
+	mov	$0x5a, %eax
+	rep stosb
+	LOADADDR(rep_buf, SI)
+	LOADADDR(rep_buf+32, DI)
+	mov	$32, %ecx
+	rep movsb
+	LOADADDR(rep_buf, SI)
+	LOADADDR(rep_buf+32, DI)
+	mov	$32, %ecx
+	repe cmpsb
+	pop	DI
+	pop	SI
+L(rep_f0)
+	jmp	rep_t0
+	ud2
+L(rep_t0)
+	int3
+L(rep_e)
+	ret
+
+/*
+ * A jump to itself: spins until the tracer clears CF at a stop, then
+ * falls through.
+ */
+FUNC(bts_self)
+	int3
+L(self_s)
+	stc
+L(self_f0)
+	jc	self_f0
+L(self_f1)
+	jmp	self_t1
+	ud2
+L(self_t1)
+	int3
+L(self_e)
+	ret
+
+/*
+ * Branches whose target is the next instruction: recorded if and only if
+ * taken, like any other.
+ */
+FUNC(bts_next)
+	int3
+L(next_s)
+	xor	%eax, %eax
+L(next_f0)
+	jz	next_t0
+L(next_t0)
+	inc	%eax
+	jz	next_t1
+next_t1:
+L(next_f2)
+	jmp	next_t2
+L(next_t2)
+L(next_f3)
+	call	next_t3
+L(next_t3)
+	pop	AX
+	int3
+L(next_e)
+	ret
+
+/*
+ * Kernel entries between branches: a system call, a page fault on a page
+ * the tracee has not touched yet (bts_fault_addr), and in 64-bit mode
+ * also the int $0x80 path. None may leave a record.
+ */
+FUNC(bts_kentry)
+	int3
+L(kentry_s)
+	PUSHBX
+L(kentry_f0)
+	jmp	kentry_t0
+L(kentry_t0)
+	mov	$__NR_getppid, %eax
+	SYSCALL
+L(kentry_f1)
+	jmp	kentry_t1
+L(kentry_t1)
+	LOADPTR(bts_fault_addr, AX)
+	movb	$1, (AX)
+L(kentry_f2)
+	jmp	kentry_t2
+L(kentry_t2)
+#ifdef __x86_64__
+	mov	$20, %eax	/* __NR_getpid of the 32-bit ABI */
+	int	$0x80
+#else
+	mov	$__NR_getpid, %eax
+	int	$0x80
+#endif
+L(kentry_f3)
+	jmp	kentry_t3
+L(kentry_t3)
+	POPBX
+	int3
+L(kentry_e)
+	ret
+
+/*
+ * Signal delivery and sigreturn: the tracee sends itself SIGUSR1; the
+ * handler and restorer below are installed with SA_RESTORER, so every
+ * user instruction between the two breakpoints is known.
+ */
+FUNC(bts_sig)
+	int3
+L(sig_s)
+	PUSHBX
+L(sig_f0)
+	jmp	sig_t0
+L(sig_t0)
+	mov	$__NR_getpid, %eax
+	SYSCALL
+	mov	AX, ARG1
+	mov	$10, ARG2		/* SIGUSR1 */
+	mov	$__NR_kill, %eax
+	SYSCALL
+L(sig_f1)
+	jmp	sig_t1
+L(sig_t1)
+	POPBX
+	int3
+L(sig_e)
+	ret
+
+FUNC(bts_sig_handler)
+L(sigh_f0)
+	jmp	sigh_t0
+L(sigh_t0)
+L(sigh_f1)
+	ret
+
+FUNC(bts_sig_restorer)
+	mov	$__NR_rt_sigreturn, %eax
+	SYSCALL
+	ud2
+
+/*
+ * The tracee sets TF itself: the single-step traps it asks for (six, one
+ * after each instruction from the nop through the popf that clears TF)
+ * must come exactly as they would without branch tracing.
+ */
+FUNC(bts_usertf)
+	int3
+L(utf_s)
+	pushf
+	orl	$X86_EFLAGS_TF, (SP)
+	popf
+	nop
+L(utf_f0)
+	jmp	utf_t0
+	ud2
+L(utf_t0)
+	nop
+	pushf
+	andl	$~X86_EFLAGS_TF, (SP)
+	popf
+	int3
+L(utf_e)
+	ret
+
+/* For PTRACE_SINGLESTEP/SINGLEBLOCK: the tracer knows every instruction. */
+FUNC(bts_step)
+	int3
+L(step_s)
+	xor	%eax, %eax
+L(step_f0)
+	jz	step_t0
+	ud2
+L(step_t0)
+	nop
+L(step_f1)
+	jmp	step_t1
+	ud2
+L(step_t1)
+	int3
+L(step_e)
+	ret
+
+/*
+ * bts_many(n), n >= 1: a loop between the breakpoints that leaves
+ * n records in all: n - 1 taken jumps from many_f0 back to many_t0, then
+ * one from many_f1 to many_t1.
+ */
+FUNC(bts_many)
+#ifdef __x86_64__
+	mov	%edi, %ecx
+#else
+	mov	4(%esp), %ecx
+#endif
+	int3
+L(many_s)
+L(many_t0)
+	dec	%ecx
+L(many_f0)
+	jnz	many_t0
+L(many_f1)
+	jmp	many_t1
+	ud2
+L(many_t1)
+	int3
+L(many_e)
+	ret
+
+/*
+ * A 2 ms nanosleep between two branches, so that the tracee is scheduled
+ * out and in again for PTRACE_BTS_O_SCHED.
+ */
+FUNC(bts_sleep)
+	int3
+L(sleep_s)
+	PUSHBX
+L(sleep_f0)
+	jmp	sleep_t0
+L(sleep_t0)
+	LOADADDR(sleep_ts, ARG1)
+	xor	ARG2, ARG2
+	mov	$__NR_nanosleep, %eax
+	SYSCALL
+L(sleep_f1)
+	jmp	sleep_t1
+L(sleep_t1)
+	POPBX
+	int3
+L(sleep_e)
+	ret
+
+	.data
+	.balign	8
+sleep_ts:		/* struct timespec: 0 s, 2 ms */
+	.WORDVAL 0, 2000000
+
+	.bss
+	.balign	64
+rep_buf:
+	.skip	64
+	.section .note.GNU-stack, "", @progbits
