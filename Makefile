@@ -21,7 +21,7 @@ SELFTEST_TARGETS := x86 ptrace
 export BUILD
 
 .PHONY: help deps base tree refresh patches-check series check config kernel \
-	headers selftests initramfs test run shell clean distclean
+	headers selftests tools initramfs qemu qemu-test test run shell clean distclean
 
 help:
 	@echo "make run            boot the VM and show the demo"
@@ -35,6 +35,8 @@ help:
 	@echo "make series         write the upstream series to build/outgoing"
 	@echo "make check          checkpatch --strict over that series, then the build"
 	@echo "                    matrix: x86_64 without X86_DS, i386 with it (W=1, sparse)"
+	@echo "make qemu           build the BTS machine model (patched QEMU, cached)"
+	@echo "make qemu-test      the model's own test"
 	@echo "make deps           install the host packages (apt)"
 
 deps:
@@ -88,13 +90,47 @@ selftests: headers
 		KSFT_INSTALL_PATH=$(KSFT) install >$(BUILD)/selftests.log 2>&1 || \
 		{ tail -40 $(BUILD)/selftests.log; exit 1; }
 
-initramfs: selftests
-	@$(TOP)/mk/initramfs.sh $(INITRD) $(KSFT)
+# The demo client, the demo program and the benchmark, run by "make run".
+BTS_TOOLS := $(BUILD)/bts/btrace $(BUILD)/bts/bts-demo $(BUILD)/bts/bts_bench
 
-test: kernel initramfs
+tools: headers
+	@mkdir -p $(BUILD)/bts
+	@$(MAKE) -s -C $(SRC)/tools/bts OUTPUT=$(BUILD)/bts/ \
+		KHDR_INCLUDES="-isystem $(OBJ)/usr/include"
+
+initramfs: selftests tools
+	@cp $(TOP)/vm/demo.sh $(BUILD)/bts/demo
+	@$(TOP)/mk/initramfs.sh $(INITRD) $(KSFT) $(BTS_TOOLS) $(BUILD)/bts/demo
+
+# The BTS machine model: Debian's QEMU 7.2 patched to model the Branch Trace
+# Store (vm/qemu/), with a GenuineIntel CPU model stripped of what TCG lacks.
+QEMU_BTS := $(BUILD)/qemu/qemu-system-x86_64
+BTS_CPU  := Skylake-Client,-pcid,-x2apic,-tsc-deadline,-hle,-rtm,-invpcid,-rdseed,-3dnowprefetch,-xsavec,bts=on
+BTS_ONLY  = $(if $(ONLY),$(ONLY),$(shell grep -v '^\#' $(TOP)/vm/kselftests.list | \
+	grep -vxF -f <(grep -v '^\#' $(TOP)/vm/kselftests-bts.exclude) | paste -sd,))
+SHELL := /bin/bash
+
+qemu: deps
+	@$(TOP)/mk/qemu.sh
+
+# The model's own test: known code sequences give exactly the expected records.
+qemu-test: qemu
+	@mkdir -p $(LOGS)/model
+	@QEMU=$(QEMU_BTS) $(TOP)/mk/qemu-test.sh >$(LOGS)/model/tap.log 2>&1 || true
+
+# Three runs, one verdict: the test kernel on stock QEMU (the emulated
+# backend), the same kernel on the BTS model (the hardware backend), and the
+# model's own test.
+test: kernel initramfs qemu
 	@echo "base: $(shell cat $(BUILD)/base-version 2>/dev/null)"
+	@echo "test: run 'tcg' (stock QEMU, -cpu max)"
 	@$(TOP)/mk/vm.sh test $(BZIMAGE) $(INITRD) $(LOGS)/tcg
-	@python3 $(TOP)/mk/report.py $(SRC) $(LOGS)/tcg
+	@echo "test: run 'bts' (BTS machine model, -cpu $(BTS_CPU))"
+	@QEMU=$(QEMU_BTS) VM_CPU=$(BTS_CPU) ONLY=$(BTS_ONLY) \
+		$(TOP)/mk/vm.sh test $(BZIMAGE) $(INITRD) $(LOGS)/bts
+	@echo "test: the model's own test"
+	@$(MAKE) -s qemu-test
+	@python3 $(TOP)/mk/report.py $(SRC) $(LOGS)/tcg $(LOGS)/bts $(LOGS)/model
 
 run: kernel initramfs
 	@$(TOP)/mk/vm.sh run $(BZIMAGE) $(INITRD) $(LOGS)/run

@@ -20,7 +20,9 @@ import sys
 
 END_MARKER = "==== END OF TESTS ===="
 SPLATS = [
-    r"BUG:", r"WARNING:", r"Oops", r"KASAN", r"Kernel panic",
+    # BUG: and WARNING: start the line in a real report; "RETBleed: WARNING:"
+    # and the like are boot-time advice, not splats.
+    r"^\s*(?:\[[ \d.]+\] )?BUG:", r"^\s*(?:\[[ \d.]+\] )?WARNING:", r"Oops", r"KASAN", r"Kernel panic",
     r"general protection fault", r"possible circular locking",
     r"possible recursive locking", r"inconsistent lock state",
     r"DEBUG_LOCKS_WARN_ON", r"suspicious RCU usage", r"INFO: task .* blocked",
@@ -55,11 +57,26 @@ def kunit_cases(node, prefix, out):
         kunit_cases(sub, name + "." if node.get("name") else "", out)
 
 
+KSELFTEST_BEGIN = "==== KSELFTEST BEGIN ===="
+KTAP_TOP_RE = re.compile(r"^(KTAP version|TAP version|1\.\.|ok |not ok |# )")
+
+
 def parse_kunit(src, console, tally, run):
+    # KUnit runs during boot; the kselftest TAP echoed on the console later
+    # would read as more KTAP, so kunit.py gets the boot part only.  Kernel
+    # messages (column 0, not KTAP) that land between a KTAP header and its
+    # first line derail kunit.py's nesting: drop them.
+    boot = console + ".boot"
+    with open(console, errors="replace") as f, open(boot, "w") as out:
+        for line in f:
+            if KSELFTEST_BEGIN in line:
+                break
+            if line[:1].isspace() or KTAP_TOP_RE.match(line):
+                out.write(line)
     jpath = console + ".kunit.json"
     res = subprocess.run([sys.executable,
                           os.path.join(src, "tools/testing/kunit/kunit.py"),
-                          "parse", "--json=" + jpath, console],
+                          "parse", "--json=" + jpath, boot],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True)
     with open(console + ".kunit.txt", "w") as f:
@@ -74,9 +91,16 @@ def parse_kunit(src, console, tally, run):
         kunit_cases(group, "", cases)
     if not cases:
         tally.add("FAIL", run + " kunit", "(no KUnit cases found)")
+    reasons = {}
+    with open(console, errors="replace") as f:
+        for line in f:
+            m = re.search(r"ok \d+ (\S+) # SKIP (.*)", line)
+            if m:
+                reasons[m.group(1)] = m.group(2).strip()
     for name, status in cases:
         tally.add(status if status in ("PASS", "SKIP") else "FAIL",
-                  "%s kunit %s" % (run, name))
+                  "%s kunit %s" % (run, name),
+                  reasons.get(name.rsplit(".", 1)[-1], ""))
     print("%s: KUnit: %d cases (details in %s)" %
           (run, len(cases), console + ".kunit.txt"))
 
@@ -143,13 +167,51 @@ def scan_console(path, tally, run):
                   "crashed, hung or timed out)")
 
 
+def scan_qemu(rundir, tally, run):
+    status = os.path.join(rundir, "qemu.status")
+    if os.path.exists(status):
+        with open(status) as f:
+            rc = f.read().strip()
+        if rc not in ("0", "124"):
+            tally.add("FAIL", run + " qemu", "(QEMU exited with status %s)" % rc)
+    stderr = os.path.join(rundir, "qemu.stderr")
+    if os.path.exists(stderr):
+        with open(stderr, errors="replace") as f:
+            for line in f:
+                if "BTS:" in line:
+                    tally.add("FAIL", run + " qemu", line.strip())
+
+
+PLAIN_TAP_RE = re.compile(r"^(not ok|ok) \d+ (?:- )?(.*?)(?:\s+#\s*(SKIP)\b\s*(.*))?$")
+
+
+def parse_plain_tap(path, tally, run):
+    """A TAP stream of its own (the machine model's test)."""
+    cases = 0
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = PLAIN_TAP_RE.match(line.rstrip("\n"))
+            if m:
+                cases += 1
+                tally.add(tap_status(m.group(1), m.group(3)),
+                          "%s %s" % (run, m.group(2)), m.group(4) or "")
+    if not cases:
+        tally.add("FAIL", run, "(no TAP results in %s)" % path)
+    print("%s: %d cases (%s)" % (run, cases, path))
+
+
 def main():
     src = sys.argv[1]
     runs = sys.argv[2:]
     tally = Tally()
     for rundir in runs:
         run = os.path.basename(rundir.rstrip("/"))
+        tap = os.path.join(rundir, "tap.log")
+        if os.path.exists(tap):
+            parse_plain_tap(tap, tally, run)
+            continue
         console = os.path.join(rundir, "console.log")
+        scan_qemu(rundir, tally, run)
         print("%s: serial log %s" % (run, console))
         scan_console(console, tally, run)
         if os.path.exists(console):

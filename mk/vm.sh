@@ -12,16 +12,20 @@ append="console=ttyS0 panic=-1 pti=on vm.mode=$mode ${VM_APPEND:-}"
 [ -n "${PROVOKE:-}" ] && append="$append vm.provoke=$PROVOKE"
 
 mkdir -p "$logdir"
-rm -f "$logdir/console.log" "$logdir/results.log"
+rm -f "$logdir/console.log" "$logdir/results.log" "$logdir/qemu.stderr" "$logdir/qemu.status"
 args=(-accel tcg -cpu "$cpu" -smp 2 -m 1024 -no-reboot -display none
       -nic none -kernel "$kernel" -initrd "$initrd" -append "$append")
 
 case $mode in
 test)
 	rc=0
+	# QEMU's own complaints (the BTS model stops with "BTS: DS store
+	# fault" when the kernel breaks the PTI rules) and its exit status are
+	# judged by mk/report.py.
 	timeout --foreground "$timeout" "$qemu" "${args[@]}" -monitor none \
 		-serial "file:$logdir/console.log" -serial "file:$logdir/results.log" \
-		</dev/null || rc=$?
+		</dev/null 2>"$logdir/qemu.stderr" || rc=$?
+	echo $rc >"$logdir/qemu.status"
 	if [ $rc -eq 124 ]; then
 		echo "vm: TIMEOUT after ${timeout}s" | tee -a "$logdir/console.log"
 	fi
