@@ -10,7 +10,6 @@ jobs=${JOBS:-$(nproc)}
 # objects the series adds or changes that are built in a given config
 objs=(arch/x86/kernel/ds.o arch/x86/kernel/ds_emulate.o arch/x86/kernel/ptrace_bts.o
       arch/x86/kernel/process.o arch/x86/kernel/ptrace.o arch/x86/kernel/traps.o
-      kernel/ptrace.o
       arch/x86/events/intel/ds.o arch/x86/events/intel/bts.o)
 
 one() {
