@@ -322,9 +322,9 @@ static int run_to(pid_t pid, uint64_t addr)
 	unsigned long orig, patched;
 	int status;
 
-	errno = 0;
-	orig = sys_ptrace(PTRACE_PEEKTEXT, pid, (void *)(uintptr_t)addr, 0);
-	if (errno)
+	/* The raw PEEKTEXT stores the word at *data, unlike glibc's wrapper. */
+	if (sys_ptrace(PTRACE_PEEKTEXT, pid, (void *)(uintptr_t)addr,
+		       (unsigned long)&orig))
 		die("PTRACE_PEEKTEXT");
 	patched = (orig & ~0xffUL) | 0xcc;
 	if (sys_ptrace(PTRACE_POKETEXT, pid, (void *)(uintptr_t)addr, patched))
