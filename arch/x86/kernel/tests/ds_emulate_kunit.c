@@ -136,10 +136,13 @@ static const struct ds_emu_test_case ds_emu_test_cases[] = {
 		 false, 0xe2, 0xfe),
 	DS_EMU_T("loop to fall-through", true, 2, DS_EMU_LOOP,
 		 DS_EMU_TEST_NONE, 5, true, 0xe2, 0x00),
+#ifdef CONFIG_X86_64
+	/* Only a 64-bit kernel has register bits above the 32 these ignore. */
 	DS_EMU_T("loop (67), ecx zero", true, 3, DS_EMU_LOOP,
 		 DS_EMU_TEST_NONE, 0x100000000UL, false, 0x67, 0xe2, 0xfe),
 	DS_EMU_T("loop 32-bit, ecx zero", false, 2, DS_EMU_LOOP,
 		 DS_EMU_TEST_NONE, 0xffff00000000UL, false, 0xe2, 0xfe),
+#endif
 	DS_EMU_T("loop 32-bit (67), cx left", false, 3, DS_EMU_LOOP,
 		 DS_EMU_TEST_NONE, 0x10001, true, 0x67, 0xe2, 0xfe),
 	DS_EMU_T("loope, ZF", true, 2, DS_EMU_LOOP, X86_EFLAGS_ZF, 3, true,
@@ -154,8 +157,10 @@ static const struct ds_emu_test_case ds_emu_test_cases[] = {
 		 true, 0xe3, 0x00),
 	DS_EMU_T("jrcxz, not zero", true, 2, DS_EMU_JCXZ, DS_EMU_TEST_NONE,
 		 1, false, 0xe3, 0x00),
+#ifdef CONFIG_X86_64
 	DS_EMU_T("jecxz, high bits set", false, 2, DS_EMU_JCXZ,
 		 DS_EMU_TEST_NONE, 0x100000000UL, true, 0xe3, 0x00),
+#endif
 	/* not branches */
 	DS_EMU_T("rep movsb", true, 2, DS_EMU_OTHER, DS_EMU_TEST_NONE, 3,
 		 false, 0xf3, 0xa4),
