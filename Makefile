@@ -11,6 +11,10 @@ KSFT    := $(BUILD)/kselftest_install
 INITRD  := $(BUILD)/initramfs.cpio.gz
 LOGS    := $(BUILD)/logs
 BZIMAGE := $(OBJ)/arch/x86/boot/bzImage
+# make run boots a kernel without lockdep and list debugging (vm/run.config),
+# where bts_bench's numbers mean something.
+RUN_OBJ := $(BUILD)/obj-run
+RUN_BZIMAGE := $(RUN_OBJ)/arch/x86/boot/bzImage
 OUTGOING:= $(BUILD)/outgoing
 JOBS    ?= $(shell nproc)
 
@@ -21,10 +25,11 @@ SELFTEST_TARGETS := x86 ptrace
 export BUILD
 
 .PHONY: help deps base tree refresh patches-check series check config kernel \
-	headers selftests tools initramfs qemu qemu-test test run shell clean distclean
+	run-kernel bench headers selftests tools initramfs qemu qemu-test test run shell clean distclean
 
 help:
 	@echo "make run            boot the VM and show the demo"
+	@echo "make bench          bts_bench with page table isolation on and off"
 	@echo "make test           build everything, boot, run KUnit + kselftests"
 	@echo "                    (ONLY=x86:single_step_syscall_64,... runs a subset)"
 	@echo "make shell          boot the VM into an interactive shell"
@@ -73,12 +78,20 @@ check: series
 $(OBJ)/.config: $(TOP)/vm/kernel.config $(BUILD)/tree-head
 	@$(TOP)/mk/kconfig.sh $(SRC) $(OBJ) $(TOP)/vm/kernel.config
 
+$(RUN_OBJ)/.config: $(TOP)/vm/kernel.config $(TOP)/vm/run.config $(BUILD)/tree-head
+	@$(TOP)/mk/kconfig.sh $(SRC) $(RUN_OBJ) $(TOP)/vm/kernel.config $(TOP)/vm/run.config
+
 config: tree
 	@$(MAKE) -s $(OBJ)/.config
 
 kernel: config
 	@echo "kernel: building $(BZIMAGE)"
 	@$(KMAKE) bzImage
+
+run-kernel: tree
+	@$(MAKE) -s $(RUN_OBJ)/.config
+	@echo "kernel: building $(RUN_BZIMAGE)"
+	@flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC) O=$(RUN_OBJ) ARCH=x86_64 -j$(JOBS) bzImage
 
 headers: config
 	@$(KMAKE) headers
@@ -137,14 +150,25 @@ test: kernel initramfs qemu
 	@$(MAKE) -s qemu-test
 	@python3 $(TOP)/mk/report.py $(SRC) $(LOGS)/tcg $(LOGS)/bts $(LOGS)/model
 
-run: kernel initramfs
-	@$(TOP)/mk/vm.sh run $(BZIMAGE) $(INITRD) $(LOGS)/run
+run: run-kernel initramfs
+	@VM_APPEND="kunit.enable=0 $(VM_APPEND)" \
+		$(TOP)/mk/vm.sh run $(RUN_BZIMAGE) $(INITRD) $(LOGS)/run
+
+# bts_bench on the run kernel with page table isolation on and off: under
+# TCG each CR3 switch flushes QEMU's TLB, which dominates every kernel entry.
+bench: run-kernel initramfs
+	@for pti in on off; do \
+		echo "bench: pti=$$pti"; \
+		VM_PTI=$$pti VM_APPEND="kunit.enable=0 $(VM_APPEND)" $(TOP)/mk/vm.sh \
+			bench $(RUN_BZIMAGE) $(INITRD) $(LOGS)/bench-pti-$$pti | \
+			grep -A6 '^bts_bench: page'; \
+	done
 
 shell: kernel initramfs
 	@$(TOP)/mk/vm.sh shell $(BZIMAGE) $(INITRD) $(LOGS)/shell
 
 clean:
-	rm -rf $(OBJ) $(KSFT) $(INITRD) $(LOGS) $(OUTGOING)
+	rm -rf $(OBJ) $(RUN_OBJ) $(KSFT) $(INITRD) $(LOGS) $(OUTGOING)
 
 distclean:
 	rm -rf $(BUILD)

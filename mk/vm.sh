@@ -1,5 +1,5 @@
 #!/bin/bash
-# Boot the test VM.  Usage: vm.sh test|run|shell <bzImage> <initramfs> <logdir>
+# Boot the test VM.  Usage: vm.sh test|run|bench|shell <bzImage> <initramfs> <logdir>
 # The console (ttyS0) goes to <logdir>/console.log and, for run and shell,
 # to the terminal too; kselftest TAP also goes to ttyS1 = <logdir>/results.log.
 set -euo pipefail
@@ -10,7 +10,8 @@ timeout=${VM_TIMEOUT:-1500}
 # clearcpuid=smap: QEMU 7.2's TCG makes the stack accesses of a user-mode
 # far transfer (LRET, LCALL) as supervisor accesses; with SMAP on they fault
 # and the kernel oopses on a user instruction.  Fixed in later QEMU.
-append="console=ttyS0 panic=-1 pti=on clearcpuid=smap vm.mode=$mode ${VM_APPEND:-}"
+# VM_PTI=off measures the benchmark without page table isolation.
+append="console=ttyS0 panic=-1 pti=${VM_PTI:-on} clearcpuid=smap vm.mode=$mode ${VM_APPEND:-}"
 [ -n "${ONLY:-}" ] && append="$append vm.only=$ONLY"
 [ -n "${PROVOKE:-}" ] && append="$append vm.provoke=$PROVOKE"
 
@@ -34,7 +35,7 @@ test)
 	fi
 	exit 0
 	;;
-run)
+run|bench)
 	timeout --foreground "$timeout" "$qemu" "${args[@]}" -monitor none \
 		-serial stdio -serial "file:$logdir/results.log" </dev/null |
 		tee "$logdir/console.log"

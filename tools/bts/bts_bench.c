@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +231,21 @@ static double run_inprocess(unsigned int iters, unsigned long *traps)
 	return (t1 - t0) / tf_traps;
 }
 
+/* Every kernel entry costs a CR3 switch with PTI: say which one we measure. */
+static bool pti_enabled(void)
+{
+	char line[4096];
+	bool pti = false;
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	if (!f)
+		return false;
+	while (!pti && fgets(line, sizeof(line), f))
+		pti = !strncmp(line, "flags", 5) && strstr(line, " pti");
+	fclose(f);
+	return pti;
+}
+
 static double min(double a, double b)
 {
 	return a < b ? a : b;
@@ -255,6 +271,8 @@ int main(int argc, char **argv)
 	}
 	a = (traced - plain) / insns_a;
 
+	printf("bts_bench: page table isolation %s\n",
+	       pti_enabled() ? "on" : "off");
 	printf("bts_bench: %lu instructions under BTS (%ld records kept), "
 	       "%lu single-stepped, %lu trapped in-process\n",
 	       insns_a, records, steps, traps);
