@@ -15,6 +15,11 @@ BZIMAGE := $(OBJ)/arch/x86/boot/bzImage
 # where bts_bench's numbers mean something.
 RUN_OBJ := $(BUILD)/obj-run
 RUN_BZIMAGE := $(RUN_OBJ)/arch/x86/boot/bzImage
+# make test also boots the test config built for i386 (vm/i386.config) with
+# a 32-bit userspace.
+I386_OBJ := $(BUILD)/obj-i386-test
+I386_BZIMAGE := $(I386_OBJ)/arch/x86/boot/bzImage
+I386_INITRD := $(BUILD)/initramfs-i386.cpio.gz
 OUTGOING:= $(BUILD)/outgoing
 JOBS    ?= $(shell nproc)
 
@@ -25,7 +30,7 @@ SELFTEST_TARGETS := x86 ptrace
 export BUILD
 
 .PHONY: help deps base tree refresh patches-check series check config kernel \
-	run-kernel bench headers selftests tools initramfs qemu qemu-test test run shell clean distclean
+	run-kernel i386-kernel initramfs-i386 bench headers selftests tools initramfs qemu qemu-test test run shell clean distclean
 
 help:
 	@echo "make run            boot the VM and show the demo"
@@ -88,6 +93,15 @@ kernel: config
 	@echo "kernel: building $(BZIMAGE)"
 	@$(KMAKE) bzImage
 
+I386_FRAGMENTS := $(TOP)/vm/kernel.config $(TOP)/vm/i386.config $(TOP)/vm/i386-test.config
+$(I386_OBJ)/.config: $(I386_FRAGMENTS) $(BUILD)/tree-head
+	@ARCH=i386 $(TOP)/mk/kconfig.sh $(SRC) $(I386_OBJ) $(I386_FRAGMENTS)
+
+i386-kernel: tree
+	@$(MAKE) -s $(I386_OBJ)/.config
+	@echo "kernel: building $(I386_BZIMAGE)"
+	@flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC) O=$(I386_OBJ) ARCH=i386 -j$(JOBS) bzImage
+
 run-kernel: tree
 	@$(MAKE) -s $(RUN_OBJ)/.config
 	@echo "kernel: building $(RUN_BZIMAGE)"
@@ -120,6 +134,12 @@ initramfs: selftests tools
 	@cp $(TOP)/vm/demo.sh $(BUILD)/bts/demo
 	@$(TOP)/mk/initramfs.sh $(INITRD) $(KSFT) $(BTS_TOOLS) $(BUILD)/bts/demo
 
+# The i386 VM's: Debian's 32-bit busybox-static, the 32-bit kselftests.
+initramfs-i386: selftests
+	@$(TOP)/mk/busybox32.sh $(BUILD)/busybox32
+	@BUSYBOX=$(BUILD)/busybox32/busybox LIST=$(TOP)/vm/kselftests-i386.list \
+		$(TOP)/mk/initramfs.sh $(I386_INITRD) $(KSFT)
+
 # The BTS machine model: Debian's QEMU 7.2 patched to model the Branch Trace
 # Store (vm/qemu/), with a GenuineIntel CPU model stripped of what TCG lacks.
 QEMU_BTS := $(BUILD)/qemu/qemu-system-x86_64
@@ -136,19 +156,21 @@ qemu-test: qemu
 	@mkdir -p $(LOGS)/model
 	@QEMU=$(QEMU_BTS) $(TOP)/mk/qemu-test.sh >$(LOGS)/model/tap.log 2>&1 || true
 
-# Three runs, one verdict: the test kernel on stock QEMU (the emulated
-# backend), the same kernel on the BTS model (the hardware backend), and the
-# model's own test.
-test: kernel initramfs qemu
+# Four runs, one verdict: the test kernel on stock QEMU (the emulated
+# backend), the same kernel on the BTS model (the hardware backend), the test
+# config as an i386 kernel with a 32-bit userspace, and the model's own test.
+test: kernel i386-kernel initramfs initramfs-i386 qemu
 	@echo "base: $(shell cat $(BUILD)/base-version 2>/dev/null)"
 	@echo "test: run 'tcg' (stock QEMU, -cpu max)"
 	@$(TOP)/mk/vm.sh test $(BZIMAGE) $(INITRD) $(LOGS)/tcg
 	@echo "test: run 'bts' (BTS machine model, -cpu $(BTS_CPU))"
 	@QEMU=$(QEMU_BTS) VM_CPU=$(BTS_CPU) ONLY=$(BTS_ONLY) \
 		$(TOP)/mk/vm.sh test $(BZIMAGE) $(INITRD) $(LOGS)/bts
+	@echo "test: run 'i386' (stock QEMU, the test config as an i386 kernel)"
+	@$(TOP)/mk/vm.sh test $(I386_BZIMAGE) $(I386_INITRD) $(LOGS)/i386
 	@echo "test: the model's own test"
 	@$(MAKE) -s qemu-test
-	@python3 $(TOP)/mk/report.py $(SRC) $(LOGS)/tcg $(LOGS)/bts $(LOGS)/model
+	@python3 $(TOP)/mk/report.py $(SRC) $(LOGS)/tcg $(LOGS)/bts $(LOGS)/i386 $(LOGS)/model
 
 run: run-kernel initramfs
 	@VM_APPEND="kunit.enable=0 $(VM_APPEND)" \
@@ -168,7 +190,7 @@ shell: kernel initramfs
 	@$(TOP)/mk/vm.sh shell $(BZIMAGE) $(INITRD) $(LOGS)/shell
 
 clean:
-	rm -rf $(OBJ) $(RUN_OBJ) $(KSFT) $(INITRD) $(LOGS) $(OUTGOING)
+	rm -rf $(OBJ) $(RUN_OBJ) $(I386_OBJ) $(KSFT) $(INITRD) $(I386_INITRD) $(LOGS) $(OUTGOING)
 
 distclean:
 	rm -rf $(BUILD)

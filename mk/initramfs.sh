@@ -2,6 +2,8 @@
 # Build the test VM's initramfs: busybox-static, vm/init, the installed
 # kselftests and any extra static binaries given as arguments (put in
 # /usr/bin).  Usage: initramfs.sh <output.cpio.gz> <kselftest install dir> [bin...]
+# BUSYBOX (default /bin/busybox) and LIST (default vm/kselftests.list) make
+# the i386 variant.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$1 ksft=$2
@@ -10,7 +12,7 @@ shift 2
 root=$(mktemp -d "${out%/*}/initramfs.XXXXXX")
 trap 'rm -rf "$root"' EXIT
 mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp,root,etc}
-cp /bin/busybox "$root/bin/busybox"
+cp "${BUSYBOX:-/bin/busybox}" "$root/bin/busybox"
 ln -s busybox "$root/bin/sh"
 install -m 755 "$top/vm/init" "$root/init"
 
@@ -24,7 +26,7 @@ EOS
 chmod 755 "$root/usr/bin/timeout"
 
 cp -a "$ksft" "$root/kselftest"
-grep -v '^#' "$top/vm/kselftests.list" | grep . > "$root/kselftest/tests.list"
+grep -v '^#' "${LIST:-$top/vm/kselftests.list}" | grep . > "$root/kselftest/tests.list"
 for bin in "$@"; do
 	install -m 755 "$bin" "$root/usr/bin/"
 done

@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,7 +61,8 @@ static struct bts_struct *tail;
 static unsigned long tail_max, tail_count;
 static unsigned long total;
 
-static volatile sig_atomic_t interrupted;
+/* Set by the SIGINT handler: lock-free atomics are async-signal-safe. */
+static atomic_int interrupted;
 
 static long sys_ptrace(long request, pid_t pid, void *addr, unsigned long data)
 {
@@ -121,14 +123,18 @@ static void load_syms(const unsigned char *img, size_t len, uint64_t bias)
 			if (is64) {
 				const Elf64_Sym *e = (const void *)s;
 
-				value = e->st_value, ssize = e->st_size;
-				name = e->st_name, shndx = e->st_shndx;
+				value = e->st_value;
+				ssize = e->st_size;
+				name = e->st_name;
+				shndx = e->st_shndx;
 				stype = ELF64_ST_TYPE(e->st_info);
 			} else {
 				const Elf32_Sym *e = (const void *)s;
 
-				value = e->st_value, ssize = e->st_size;
-				name = e->st_name, shndx = e->st_shndx;
+				value = e->st_value;
+				ssize = e->st_size;
+				name = e->st_name;
+				shndx = e->st_shndx;
 				stype = ELF32_ST_TYPE(e->st_info);
 			}
 			/* labels in assembly are NOTYPE: keep them too */
@@ -402,7 +408,7 @@ static int follow(pid_t pid, unsigned int size, bool seized)
 	return ret;
 }
 
-static void usage(void)
+static void print_usage(void)
 {
 	fprintf(stderr,
 		"usage: btrace [-n N] [-s size] [-f symbol] program [args...]\n"
@@ -434,11 +440,11 @@ int main(int argc, char **argv)
 			pid = strtol(optarg, NULL, 0);
 			break;
 		default:
-			usage();
+			print_usage();
 		}
 	}
 	if ((pid && optind != argc) || (!pid && optind == argc))
-		usage();
+		print_usage();
 	if (tail_max) {
 		tail = calloc(tail_max, sizeof(*tail));
 		if (!tail)

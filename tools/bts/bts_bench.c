@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,8 @@
 #include <sys/wait.h>
 #include <linux/ptrace.h>
 
+#include "bts_bench.h"
+
 #define INSNS_PER_ITER	5
 #define ROUNDS		3
 #define BTS_BUFFER	(64 << 10)
@@ -39,48 +42,13 @@
 #ifdef __x86_64__
 # define REGS_IP(r)	((r).rip)
 # define UC_IP(uc)	((uc)->uc_mcontext.gregs[REG_RIP])
-# define ITERS		"bench_iters(%rip)"
 #else
 # define REGS_IP(r)	((r).eip)
 # define UC_IP(uc)	((uc)->uc_mcontext.gregs[REG_EIP])
-# define ITERS		"bench_iters"
 #endif
 
-/*
- * The workload: bench_iters iterations of 5 instructions. bench_traced
- * brackets it with breakpoints for the ptrace tracers; bench_plain is
- * the same loop for the in-process one, which stops at bench_plain_end.
- */
+/* Read by the workload in bts_bench_asm.S. */
 unsigned int bench_iters;
-extern const char bench_end[], bench_plain_end[];
-void bench_traced(void);
-void bench_plain(void);
-
-asm(".text\n"
-    ".globl bench_traced\n"
-    "bench_traced:\n"
-    "	int3\n"
-    "	mov " ITERS ", %ecx\n"
-    "1:	add $1, %eax\n"
-    "	add $2, %edx\n"
-    "	xor %eax, %edx\n"
-    "	dec %ecx\n"
-    "	jnz 1b\n"
-    "	int3\n"
-    ".globl bench_end\n"
-    "bench_end:\n"
-    "	ret\n"
-    ".globl bench_plain\n"
-    "bench_plain:\n"
-    "	mov " ITERS ", %ecx\n"
-    "1:	add $1, %eax\n"
-    "	add $2, %edx\n"
-    "	xor %eax, %edx\n"
-    "	dec %ecx\n"
-    "	jnz 1b\n"
-    ".globl bench_plain_end\n"
-    "bench_plain_end:\n"
-    "	ret\n");
 
 static long sys_ptrace(long request, pid_t pid, void *addr, unsigned long data)
 {
@@ -194,15 +162,19 @@ static double run_singlestep(unsigned int iters, unsigned long *steps)
 	return (t1 - t0) / n;
 }
 
-static volatile unsigned long tf_traps;
-static volatile unsigned long tf_last_ip;
+/* Set by the SIGTRAP handler: lock-free atomics are async-signal-safe. */
+static atomic_ulong tf_traps;
+static atomic_ulong tf_last_ip;
 
 static void on_sigtrap(int sig, siginfo_t *si, void *ctx)
 {
 	ucontext_t *uc = ctx;
 
-	tf_traps++;
-	tf_last_ip = UC_IP(uc);
+	/* only the handler writes them: relaxed, no locked add per trap */
+	atomic_store_explicit(&tf_traps,
+			      atomic_load_explicit(&tf_traps, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	atomic_store_explicit(&tf_last_ip, UC_IP(uc), memory_order_relaxed);
 	if (UC_IP(uc) == (unsigned long)bench_plain_end)
 		uc->uc_mcontext.gregs[REG_EFL] &= ~X86_EFLAGS_TF;
 }
@@ -273,17 +245,17 @@ int main(int argc, char **argv)
 
 	printf("bts_bench: page table isolation %s\n",
 	       pti_enabled() ? "on" : "off");
-	printf("bts_bench: %lu instructions under BTS (%ld records kept), "
-	       "%lu single-stepped, %lu trapped in-process\n",
-	       insns_a, records, steps, traps);
+	fprintf(stdout,
+		"bts_bench: %lu instructions under BTS (%ld records kept), %lu single-stepped, %lu trapped in-process\n",
+		insns_a, records, steps, traps);
 	printf("  untraced run                     %10.1f us (%.4f us/insn)\n",
 	       plain, plain / insns_a);
 	printf("  (a) PTRACE_BTS_* tracing         %10.3f us/insn\n", a);
 	printf("  (b) PTRACE_SINGLESTEP tracer     %10.3f us/insn\n", b);
 	printf("  (c) in-process TF + SIGTRAP      %10.3f us/insn\n", c);
 	if (a > 0)
-		printf("  (b)/(a) = %.1fx (target >= 60x), (c)/(a) = %.1fx "
-		       "(target >= 20x)\n", b / a, c / a);
+		printf("  (b)/(a) = %.1fx (target >= 60x), (c)/(a) = %.1fx (target >= 20x)\n",
+		       b / a, c / a);
 	else
 		printf("  (a) is below the measurement noise\n");
 	return 0;
