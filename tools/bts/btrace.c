@@ -18,7 +18,6 @@
  *              btrace gets SIGINT
  */
 #define _GNU_SOURCE
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -35,9 +34,14 @@
 #include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <linux/elf.h>
 #include <linux/ptrace.h>
 
 #define DEFAULT_SIZE	(64 << 10)
+/* <linux/elf.h> leaves out the GNU extension for indirect functions. */
+#ifndef STT_GNU_IFUNC
+#define STT_GNU_IFUNC	10
+#endif
 /* Signal for a full buffer; btrace suppresses it, the tracee never sees it. */
 #define OVERFLOW_SIG	SIGURG
 
@@ -82,35 +86,53 @@ static int sym_cmp(const void *a, const void *b)
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* A section header of either ELF class, widened. */
+struct shdr {
+	unsigned int type, link;
+	uint64_t offset, size;
+};
+
+static void read_shdr(const unsigned char *sh, bool is64, struct shdr *out)
+{
+	const struct elf64_shdr *sh64 = (const void *)sh;
+	const struct elf32_shdr *sh32 = (const void *)sh;
+
+	out->type = is64 ? sh64->sh_type : sh32->sh_type;
+	out->link = is64 ? sh64->sh_link : sh32->sh_link;
+	out->offset = is64 ? sh64->sh_offset : sh32->sh_offset;
+	out->size = is64 ? sh64->sh_size : sh32->sh_size;
+}
+
 /* Take the function and object symbols of a 32- or 64-bit ELF image. */
 static void load_syms(const unsigned char *img, size_t len, uint64_t bias)
 {
+	const struct elf64_hdr *eh64 = (const void *)img;
+	const struct elf32_hdr *eh32 = (const void *)img;
 	bool is64 = img[EI_CLASS] == ELFCLASS64;
 	uint64_t shoff, off, size, link_off, link_size, ent;
-	unsigned int shnum, shentsize, i, j, type, link;
-	const unsigned char *sh;
+	unsigned int shnum, shentsize, i, j, link;
+	struct shdr sh;
 
-	shoff = is64 ? ((Elf64_Ehdr *)img)->e_shoff : ((Elf32_Ehdr *)img)->e_shoff;
-	shnum = is64 ? ((Elf64_Ehdr *)img)->e_shnum : ((Elf32_Ehdr *)img)->e_shnum;
-	shentsize = is64 ? sizeof(Elf64_Shdr) : sizeof(Elf32_Shdr);
+	shoff = is64 ? eh64->e_shoff : eh32->e_shoff;
+	shnum = is64 ? eh64->e_shnum : eh32->e_shnum;
+	shentsize = is64 ? sizeof(struct elf64_shdr) : sizeof(struct elf32_shdr);
 	if (!shoff || shoff + (uint64_t)shnum * shentsize > len)
 		return;
 	for (i = 0; i < shnum; i++) {
-		sh = img + shoff + i * shentsize;
-		type = is64 ? ((Elf64_Shdr *)sh)->sh_type : ((Elf32_Shdr *)sh)->sh_type;
-		if (type != SHT_SYMTAB)
+		read_shdr(img + shoff + i * shentsize, is64, &sh);
+		if (sh.type != SHT_SYMTAB)
 			continue;
-		off = is64 ? ((Elf64_Shdr *)sh)->sh_offset : ((Elf32_Shdr *)sh)->sh_offset;
-		size = is64 ? ((Elf64_Shdr *)sh)->sh_size : ((Elf32_Shdr *)sh)->sh_size;
-		link = is64 ? ((Elf64_Shdr *)sh)->sh_link : ((Elf32_Shdr *)sh)->sh_link;
+		off = sh.offset;
+		size = sh.size;
+		link = sh.link;
 		if (link >= shnum)
 			return;
-		sh = img + shoff + link * shentsize;
-		link_off = is64 ? ((Elf64_Shdr *)sh)->sh_offset : ((Elf32_Shdr *)sh)->sh_offset;
-		link_size = is64 ? ((Elf64_Shdr *)sh)->sh_size : ((Elf32_Shdr *)sh)->sh_size;
+		read_shdr(img + shoff + link * shentsize, is64, &sh);
+		link_off = sh.offset;
+		link_size = sh.size;
 		if (off + size > len || link_off + link_size > len)
 			return;
-		ent = is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym);
+		ent = is64 ? sizeof(struct elf64_sym) : sizeof(struct elf32_sym);
 		syms = calloc(size / ent, sizeof(*syms));
 		if (!syms)
 			die("calloc");
@@ -121,7 +143,7 @@ static void load_syms(const unsigned char *img, size_t len, uint64_t bias)
 			uint16_t shndx;
 
 			if (is64) {
-				const Elf64_Sym *e = (const void *)s;
+				const struct elf64_sym *e = (const void *)s;
 
 				value = e->st_value;
 				ssize = e->st_size;
@@ -129,7 +151,7 @@ static void load_syms(const unsigned char *img, size_t len, uint64_t bias)
 				shndx = e->st_shndx;
 				stype = ELF64_ST_TYPE(e->st_info);
 			} else {
-				const Elf32_Sym *e = (const void *)s;
+				const struct elf32_sym *e = (const void *)s;
 
 				value = e->st_value;
 				ssize = e->st_size;
@@ -160,7 +182,7 @@ static uint64_t exe_bias(pid_t pid, const unsigned char *img)
 {
 	char path[64], line[512], exe[PATH_MAX], *p;
 	unsigned long start, pgoff;
-	uint16_t type = ((Elf32_Ehdr *)img)->e_type;
+	uint16_t type = ((struct elf32_hdr *)img)->e_type;
 	ssize_t n;
 	FILE *f;
 
@@ -200,7 +222,7 @@ static void load_exe_syms(pid_t pid)
 	nsyms = 0;
 	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
 	fd = open(path, O_RDONLY);
-	if (fd < 0 || fstat(fd, &st) || st.st_size < (off_t)sizeof(Elf32_Ehdr))
+	if (fd < 0 || fstat(fd, &st) || st.st_size < (off_t)sizeof(struct elf32_hdr))
 		goto out;
 	img = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (img == MAP_FAILED)
