@@ -52,9 +52,14 @@
  * after that synchronisation, so a tracer is never left loaded across the
  * switch to another task.
  *
- * perf. Until perf becomes a client, only one of the two drives the Debug
- * Store: hardware requests fail with -EBUSY while perf holds its DS buffers,
- * and perf's reservation is refused while hardware tracers exist.
+ * perf. perf's Intel driver is the per-CPU client that lays out the save
+ * area and drains it itself, in its PMI; it maps its buffers, loads
+ * IA32_DS_AREA and sets the BTS bits through the ds_perf_*() calls at the
+ * end of this file, which are built whenever that driver is
+ * (CONFIG_X86_DS_CORE), allocator or not. The allocator and perf take turns:
+ * hardware requests fail with -EBUSY while perf holds the Debug Store, and
+ * perf's reservation is refused while hardware tracers exist. Emulated
+ * tracers need no hardware and run alongside perf.
  */
 
 #define pr_fmt(fmt) "ds: " fmt
@@ -119,17 +124,6 @@
 #define DS_PEBS_FMT_6		6	/* adaptive, as 6.12 perf treats it */
 #define DS_PEBS_NR_FORMATS	7
 
-static const u8 ds_pebs_record_words[DS_PEBS_NR_FORMATS] = {
-	[DS_PEBS_FMT_CORE]	= 18,
-	[DS_PEBS_FMT_NHM]	= 22,
-	[DS_PEBS_FMT_HSW]	= 24,
-	[DS_PEBS_FMT_SKL]	= 25,
-	/* format_size/group, ip, applicable counters, tsc */
-	[DS_PEBS_FMT_ICL]	= 4,
-	[DS_PEBS_FMT_EPT]	= 4,
-	[DS_PEBS_FMT_6]		= 4,
-};
-
 /**
  * struct ds_hw_caps - what the Debug Store hardware offers
  * @bts:	 BTS with the 64-bit format
@@ -156,6 +150,22 @@ struct ds_hw_ops {
 	void	(*restore_pmi)(u32 lvtpc);
 	void	(*map)(void *cea, void *buf, size_t size);
 	void	(*unmap)(void *cea, size_t size);
+};
+
+static const struct ds_hw_ops ds_msr_ops;
+static const struct ds_hw_ops *ds_hw = &ds_msr_ops;
+
+#ifdef CONFIG_X86_DS
+
+static const u8 ds_pebs_record_words[DS_PEBS_NR_FORMATS] = {
+	[DS_PEBS_FMT_CORE]	= 18,
+	[DS_PEBS_FMT_NHM]	= 22,
+	[DS_PEBS_FMT_HSW]	= 24,
+	[DS_PEBS_FMT_SKL]	= 25,
+	/* format_size/group, ip, applicable counters, tsc */
+	[DS_PEBS_FMT_ICL]	= 4,
+	[DS_PEBS_FMT_EPT]	= 4,
+	[DS_PEBS_FMT_6]		= 4,
 };
 
 /* The task side: the tracers of one thread, thread_struct::ds_ctx. */
@@ -249,8 +259,6 @@ static unsigned int ds_nr_emulated;
 /* Pages charged to RLIMIT_MEMLOCK by all live tracers. */
 static atomic_long_t ds_charged = ATOMIC_LONG_INIT(0);
 
-static const struct ds_hw_ops ds_msr_ops;
-static const struct ds_hw_ops *ds_hw = &ds_msr_ops;
 static struct ds_hw_caps ds_caps;
 
 static void ds_cpu_sync(void *unused);
@@ -264,6 +272,8 @@ static const struct ds_backend ds_hw_backend = {
 	.start	= ds_hw_backend_start,
 	.stop	= ds_hw_backend_stop,
 };
+
+#endif /* CONFIG_X86_DS */
 
 /* --- the real hardware --- */
 
@@ -359,6 +369,8 @@ static const struct ds_hw_ops ds_msr_ops = {
 	.map		= ds_msr_map,
 	.unmap		= ds_msr_unmap,
 };
+
+#ifdef CONFIG_X86_DS
 
 /* --- hardware capabilities --- */
 
@@ -1817,6 +1829,117 @@ static int __init ds_init(void)
 	return 0;
 }
 arch_initcall(ds_init);
+
+/* perf drives the Debug Store only while it holds it, see ds_perf_reserve(). */
+static bool ds_perf_granted(void)
+{
+	return READ_ONCE(ds_perf_held);
+}
+
+#else /* !CONFIG_X86_DS */
+
+/* Without the allocator nobody else drives the Debug Store. */
+static bool ds_perf_granted(void)
+{
+	return true;
+}
+
+#endif /* CONFIG_X86_DS */
+
+/*
+ * --- perf: the per-CPU client that fills the save area itself ---
+ *
+ * perf's Intel driver lays out the save area and reads it in its PMI
+ * directly, as it always has: those are its hot paths. What it may not do
+ * is drive the hardware: IA32_DS_AREA, the BTS bits of DEBUGCTL and the
+ * cpu_entry_area slots go through these. With the allocator built, perf
+ * drives them only while it holds the Debug Store (ds_perf_reserve()), so
+ * the allocator's hardware tracers and perf never interleave.
+ */
+
+struct debug_store *ds_perf_area(int cpu)
+{
+	return &get_cpu_entry_area(cpu)->cpu_debug_store;
+}
+EXPORT_SYMBOL_GPL(ds_perf_area);
+
+void *ds_perf_map_buffer(int cpu, enum ds_kind kind, void *buf, size_t size)
+{
+	struct debug_store_buffers *slots =
+		&get_cpu_entry_area(cpu)->cpu_debug_buffers;
+	void *cea = kind == DS_BTS ? slots->bts_buffer : slots->pebs_buffer;
+	size_t slot = kind == DS_BTS ? sizeof(slots->bts_buffer) :
+				       sizeof(slots->pebs_buffer);
+
+	if (WARN_ON_ONCE(!ds_perf_granted() || size > slot ||
+			 !PAGE_ALIGNED(buf)))
+		return NULL;
+	ds_hw->map(cea, buf, size);
+	return cea;
+}
+EXPORT_SYMBOL_GPL(ds_perf_map_buffer);
+
+void ds_perf_unmap_buffer(int cpu, enum ds_kind kind, size_t size)
+{
+	struct debug_store_buffers *slots =
+		&get_cpu_entry_area(cpu)->cpu_debug_buffers;
+
+	ds_hw->unmap(kind == DS_BTS ? slots->bts_buffer : slots->pebs_buffer,
+		     size);
+}
+EXPORT_SYMBOL_GPL(ds_perf_unmap_buffer);
+
+static void ds_perf_write_area(void *area)
+{
+	ds_hw->write_ds_area((unsigned long)area);
+}
+
+void ds_perf_install(int cpu)
+{
+	if (WARN_ON_ONCE(!ds_perf_granted()))
+		return;
+	smp_call_function_single(cpu, ds_perf_write_area, ds_perf_area(cpu), 1);
+}
+EXPORT_SYMBOL_GPL(ds_perf_install);
+
+void ds_perf_uninstall(int cpu)
+{
+	smp_call_function_single(cpu, ds_perf_write_area, NULL, 1);
+}
+EXPORT_SYMBOL_GPL(ds_perf_uninstall);
+
+void ds_perf_restore(struct debug_store *area)
+{
+	/* Otherwise the MSR is the allocator's. */
+	if (ds_perf_granted())
+		ds_perf_write_area(area);
+}
+EXPORT_SYMBOL_GPL(ds_perf_restore);
+
+/*
+ * From perf's PMU enable and disable paths, so also from NMI: fine, since
+ * while perf holds the Debug Store the allocator writes none of these bits.
+ * As before, enabling adds to the bits already set; disabling clears all.
+ */
+void ds_perf_bts_enable(bool user, bool kernel, bool interrupt)
+{
+	u64 bits = DEBUGCTLMSR_TR | DEBUGCTLMSR_BTS;
+
+	if (interrupt)
+		bits |= DEBUGCTLMSR_BTINT;
+	if (!kernel)
+		bits |= DEBUGCTLMSR_BTS_OFF_OS;
+	if (!user)
+		bits |= DEBUGCTLMSR_BTS_OFF_USR;
+	ds_hw->write_debugctl(ds_hw->read_debugctl() | bits);
+}
+EXPORT_SYMBOL_GPL(ds_perf_bts_enable);
+
+void ds_perf_bts_disable(void)
+{
+	ds_hw->write_debugctl(ds_hw->read_debugctl() & ~DS_DEBUGCTL_MASK);
+}
+EXPORT_SYMBOL_GPL(ds_perf_bts_disable);
 
 #ifdef CONFIG_X86_DS_KUNIT_TEST
 #include "tests/ds_kunit.c"

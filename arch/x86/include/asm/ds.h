@@ -668,4 +668,93 @@ static inline void ds_fork_thread(struct task_struct *child) { }
 
 #endif /* CONFIG_X86_DS */
 
+#ifdef CONFIG_X86_DS_CORE
+
+struct debug_store;
+
+/*
+ * perf's Intel driver, the per-CPU client that lays out the save area
+ * itself. It fills and drains the area directly; the hardware goes through
+ * these, since arch/x86/kernel/ds.c is the only writer of IA32_DS_AREA, of
+ * the BTS bits of DEBUGCTL and of the Debug Store's cpu_entry_area slots.
+ * With CONFIG_X86_DS they are for the holder of ds_perf_reserve() only.
+ */
+
+/**
+ * ds_perf_area() - the DS save area of a CPU
+ * @cpu: the CPU
+ *
+ * Return: the area at its cpu_entry_area address, the one the CPU is given
+ * (it is mapped in the user page tables too).
+ */
+struct debug_store *ds_perf_area(int cpu);
+
+/**
+ * ds_perf_map_buffer() - map a buffer into a CPU's cpu_entry_area slot
+ * @cpu:  the CPU
+ * @kind: %DS_BTS or %DS_PEBS: which slot
+ * @buf:  page-aligned, physically contiguous memory
+ * @size: bytes, at most the slot's size
+ *
+ * Context: process context, may sleep.
+ * Return: the slot's address, for the save area's base fields, or NULL if
+ * @buf does not fit the slot.
+ */
+void *ds_perf_map_buffer(int cpu, enum ds_kind kind, void *buf, size_t size);
+
+/**
+ * ds_perf_unmap_buffer() - unmap a slot that ds_perf_map_buffer() mapped
+ * @cpu:  the CPU
+ * @kind: %DS_BTS or %DS_PEBS
+ * @size: as mapped
+ *
+ * Context: process context, may sleep.
+ */
+void ds_perf_unmap_buffer(int cpu, enum ds_kind kind, size_t size);
+
+/**
+ * ds_perf_install() - point a CPU's IA32_DS_AREA at ds_perf_area()
+ * @cpu: the CPU; the current one from its CPU-starting callback
+ *
+ * Context: as smp_call_function_single() with wait.
+ */
+void ds_perf_install(int cpu);
+
+/**
+ * ds_perf_uninstall() - clear a CPU's IA32_DS_AREA
+ * @cpu: the CPU
+ *
+ * Context: as smp_call_function_single() with wait.
+ */
+void ds_perf_uninstall(int cpu);
+
+/**
+ * ds_perf_restore() - load this CPU's IA32_DS_AREA again after resume
+ * @area: ds_perf_area() of this CPU, or NULL for none
+ *
+ * Context: interrupts disabled.
+ */
+void ds_perf_restore(struct debug_store *area);
+
+/**
+ * ds_perf_bts_enable() - turn on BTS into this CPU's save area
+ * @user:      record branches taken in user mode
+ * @kernel:    record branches taken in kernel mode
+ * @interrupt: raise a PMI at the BTS interrupt threshold (BTINT)
+ *
+ * Adds to the BTS bits already set, as perf always did.
+ *
+ * Context: interrupts disabled or NMI.
+ */
+void ds_perf_bts_enable(bool user, bool kernel, bool interrupt);
+
+/**
+ * ds_perf_bts_disable() - turn off BTS on this CPU
+ *
+ * Context: interrupts disabled or NMI.
+ */
+void ds_perf_bts_disable(void);
+
+#endif /* CONFIG_X86_DS_CORE */
+
 #endif /* _ASM_X86_DS_H */

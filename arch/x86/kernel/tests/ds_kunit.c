@@ -500,6 +500,95 @@ static void ds_test_perf_refused(struct kunit *test)
 	dt->perf_held = true;
 }
 
+/* A per-CPU tracer of the allocator first: perf's reservation waits. */
+static void ds_test_perf_after_cpu_tracer(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_test *dt = test->priv;
+	struct ds_tracer *tracer;
+
+	tracer = ds_test_keep(test, ds_request_bts_cpu(0, &cfg));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_perf_reserve(), -EBUSY);
+	ds_test_release(test, tracer);
+
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	dt->perf_held = true;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)), -EBUSY);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_cpu(0, &cfg)), -EBUSY);
+}
+
+/* perf's IA32_DS_AREA goes through the allocator's hardware writer. */
+static void ds_test_perf_install(struct kunit *test)
+{
+	struct ds_test *dt = test->priv;
+	int cpu = cpumask_first(cpu_online_mask);
+
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	dt->perf_held = true;
+	ds_perf_install(cpu);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu),
+			(unsigned long)&get_cpu_entry_area(cpu)->cpu_debug_store);
+	ds_perf_uninstall(cpu);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
+}
+
+/* perf's BTS bits: added on enable, all five cleared on disable. */
+static void ds_test_perf_bts_bits(struct kunit *test)
+{
+	struct ds_test *dt = test->priv;
+	u64 ctl;
+
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	dt->perf_held = true;
+	preempt_disable();
+	this_cpu_write(ds_sim_debugctl, DS_SIM_OTHER_BITS);
+	ds_perf_bts_enable(true, false, true);
+	ctl = this_cpu_read(ds_sim_debugctl);
+	ds_perf_bts_disable();
+	preempt_enable();
+	KUNIT_EXPECT_EQ(test, ctl, DS_SIM_OTHER_BITS | DEBUGCTLMSR_TR |
+			DEBUGCTLMSR_BTS | DEBUGCTLMSR_BTINT |
+			DEBUGCTLMSR_BTS_OFF_OS);
+
+	preempt_disable();
+	ds_perf_bts_enable(false, true, false);
+	ctl = this_cpu_read(ds_sim_debugctl);
+	ds_perf_bts_disable();
+	KUNIT_EXPECT_EQ(test, this_cpu_read(ds_sim_debugctl),
+			DS_SIM_OTHER_BITS);
+	preempt_enable();
+	KUNIT_EXPECT_EQ(test, ctl, DS_SIM_OTHER_BITS | DEBUGCTLMSR_TR |
+			DEBUGCTLMSR_BTS | DEBUGCTLMSR_BTS_OFF_USR);
+}
+
+/* perf's buffers go into the CEA slots through the allocator's mapper. */
+static void ds_test_perf_map(struct kunit *test)
+{
+	struct ds_test *dt = test->priv;
+	struct debug_store_buffers *slots;
+	long mapped = atomic_long_read(&ds_sim_mapped);
+	void *buf, *cea;
+
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	dt->perf_held = true;
+	buf = (void *)__get_free_page(GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, buf);
+	slots = &get_cpu_entry_area(0)->cpu_debug_buffers;
+
+	cea = ds_perf_map_buffer(0, DS_PEBS, buf, PAGE_SIZE);
+	KUNIT_EXPECT_PTR_EQ(test, cea, (void *)slots->pebs_buffer);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), mapped + 1);
+	ds_perf_unmap_buffer(0, DS_PEBS, PAGE_SIZE);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), mapped);
+
+	cea = ds_perf_map_buffer(0, DS_BTS, buf, PAGE_SIZE);
+	KUNIT_EXPECT_PTR_EQ(test, cea, (void *)slots->bts_buffer);
+	ds_perf_unmap_buffer(0, DS_BTS, PAGE_SIZE);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), mapped);
+	free_page((unsigned long)buf);
+}
+
 static void ds_test_auto_falls_back(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
@@ -1436,6 +1525,10 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_task_vs_cpu),
 	KUNIT_CASE(ds_test_perf_holds),
 	KUNIT_CASE(ds_test_perf_refused),
+	KUNIT_CASE(ds_test_perf_after_cpu_tracer),
+	KUNIT_CASE(ds_test_perf_install),
+	KUNIT_CASE(ds_test_perf_bts_bits),
+	KUNIT_CASE(ds_test_perf_map),
 	KUNIT_CASE(ds_test_auto_falls_back),
 	KUNIT_CASE(ds_test_no_hardware),
 	KUNIT_CASE(ds_test_bad_config),
