@@ -1,7 +1,9 @@
 #!/bin/bash
-# The build matrix of the series: the x86_64 test config without X86_DS, and
-# an i386 config with it.  Each must build; the files the series adds or
-# changes must also be clean under W=1 and sparse (C=2) in every config.
+# The build matrix of the series: the x86_64 test config without X86_DS (ds.c
+# is still built for perf, X86_DS_CORE) and with perf's uncore, RAPL and
+# cstate drivers, and an i386 config with X86_DS and without those.  Each must
+# build; the files the series adds or changes must also be clean under W=1
+# and sparse (C=2) in every config.
 # Usage: builds.sh <src> <build dir>
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
