@@ -118,7 +118,7 @@ selftests: headers
 		{ tail -40 $(BUILD)/selftests.log; exit 1; }
 	@# The selftests' install goes on past a target that fails to build; the
 	@# series' own tests also build without warnings.
-	@! grep -E '\*\*\* .* Error [0-9]+|ptrace_bts[^:]*:[0-9]+:[0-9]+: (warning|note):' \
+	@! grep -E '\*\*\* .* Error [0-9]+|(ptrace_bts|ds_perf_bts)[^:]*:[0-9]+:[0-9]+: (warning|note):' \
 		$(BUILD)/selftests.log || \
 		{ echo "selftests: build errors or warnings, see $(BUILD)/selftests.log"; exit 1; }
 
@@ -144,6 +144,10 @@ initramfs-i386: selftests
 # Store (vm/qemu/), with a GenuineIntel CPU model stripped of what TCG lacks.
 QEMU_BTS := $(BUILD)/qemu/qemu-system-x86_64
 BTS_CPU  := Skylake-Client,-pcid,-x2apic,-tsc-deadline,-hle,-rtm,-invpcid,-rdseed,-3dnowprefetch,-xsavec,bts=on
+# The same model with a stand-in architectural PMU, so that perf's Intel
+# driver loads: perf and ptrace sharing the Debug Store.
+PMU_CPU  := $(BTS_CPU),arch-pmu=on
+PMU_ONLY  = $(if $(ONLY),$(ONLY),$(shell grep -v '^\#' $(TOP)/vm/kselftests-pmu.list | paste -sd,))
 BTS_ONLY  = $(if $(ONLY),$(ONLY),$(shell grep -v '^\#' $(TOP)/vm/kselftests.list | \
 	grep -vxF -f <(grep -v '^\#' $(TOP)/vm/kselftests-bts.exclude) | paste -sd,))
 SHELL := /bin/bash
@@ -156,9 +160,10 @@ qemu-test: qemu
 	@mkdir -p $(LOGS)/model
 	@QEMU=$(QEMU_BTS) $(TOP)/mk/qemu-test.sh >$(LOGS)/model/tap.log 2>&1 || true
 
-# Four runs, one verdict: the test kernel on stock QEMU (the emulated
-# backend), the same kernel on the BTS model (the hardware backend), the test
-# config as an i386 kernel with a 32-bit userspace, and the model's own test.
+# Five runs, one verdict: the test kernel on stock QEMU (the emulated
+# backend), the same kernel on the BTS model (the hardware backend), on the
+# model with a PMU (perf and ptrace sharing the Debug Store), the test config
+# as an i386 kernel with a 32-bit userspace, and the model's own test.
 test: kernel i386-kernel initramfs initramfs-i386 qemu
 	@echo "base: $(shell cat $(BUILD)/base-version 2>/dev/null)"
 	@echo "test: run 'tcg' (stock QEMU, -cpu max)"
@@ -166,11 +171,14 @@ test: kernel i386-kernel initramfs initramfs-i386 qemu
 	@echo "test: run 'bts' (BTS machine model, -cpu $(BTS_CPU))"
 	@QEMU=$(QEMU_BTS) VM_CPU=$(BTS_CPU) ONLY=$(BTS_ONLY) \
 		$(TOP)/mk/vm.sh test $(BZIMAGE) $(INITRD) $(LOGS)/bts
+	@echo "test: run 'pmu' (BTS machine model with arch-pmu=on, -cpu $(PMU_CPU))"
+	@QEMU=$(QEMU_BTS) VM_CPU=$(PMU_CPU) ONLY=$(PMU_ONLY) \
+		$(TOP)/mk/vm.sh test $(BZIMAGE) $(INITRD) $(LOGS)/pmu
 	@echo "test: run 'i386' (stock QEMU, the test config as an i386 kernel)"
 	@$(TOP)/mk/vm.sh test $(I386_BZIMAGE) $(I386_INITRD) $(LOGS)/i386
 	@echo "test: the model's own test"
 	@$(MAKE) -s qemu-test
-	@python3 $(TOP)/mk/report.py $(SRC) $(LOGS)/tcg $(LOGS)/bts $(LOGS)/i386 $(LOGS)/model
+	@python3 $(TOP)/mk/report.py $(SRC) $(LOGS)/tcg $(LOGS)/bts $(LOGS)/pmu $(LOGS)/i386 $(LOGS)/model
 
 run: run-kernel initramfs
 	@VM_APPEND="kunit.enable=0 $(VM_APPEND)" \

@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * perf's BTS event and ptrace branch tracing share the Debug Store through
+ * arch/x86/kernel/ds.c: they take turns on the hardware, and an emulated
+ * ptrace trace runs alongside perf.
+ *
+ * Needs BTS hardware and a PMU perf's Intel driver loads on: make test runs
+ * it on the BTS machine model with arch-pmu=on. Elsewhere perf's BTS event
+ * does not exist and the test says so and skips.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <linux/perf_event.h>
+#include <linux/ptrace.h>
+
+#include "../kselftest_harness.h"
+#include "ptrace_bts.h"
+
+#define BTS_REC		sizeof(struct bts_struct)
+/* perf's ring buffer: one header page and 2^n data pages. */
+#define RING_PAGES	64
+
+void *bts_fault_addr;
+void *bts_low_stack;
+
+static const struct {
+	const char *from, *to;
+} jmp_trace[] = {
+	{ jmp_f0, jmp_t0 }, { jmp_f1, jmp_t1 },
+	{ jmp_f3, jmp_f2 }, { jmp_f2, jmp_t2 },
+};
+
+static long sys_ptrace(long request, pid_t pid, void *addr, unsigned long data)
+{
+	return syscall(SYS_ptrace, request, pid, addr, (void *)data);
+}
+
+/* perf's BTS event: every user-mode branch of this task, as a sample. */
+static int open_perf_bts(void)
+{
+	struct perf_event_attr attr = {
+		.type		= PERF_TYPE_HARDWARE,
+		.size		= sizeof(attr),
+		.config		= PERF_COUNT_HW_BRANCH_INSTRUCTIONS,
+		.sample_period	= 1,
+		.sample_type	= PERF_SAMPLE_IP | PERF_SAMPLE_ADDR,
+		.disabled	= 1,
+		.exclude_kernel	= 1,
+		.exclude_hv	= 1,
+	};
+
+	return syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+}
+
+/* Count the samples from @from to @to in the mapped ring buffer @ring. */
+static int perf_samples(const char *ring, const char *from, const char *to)
+{
+	const struct perf_event_mmap_page *meta = (const void *)ring;
+	size_t page = getpagesize();
+	const struct perf_event_header *ev;
+	const __u64 *val;
+	__u64 head, off;
+	int hits = 0;
+
+	head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+	for (off = 0; off < head; off += ev->size) {
+		ev = (const void *)(ring + page + off % (RING_PAGES * page));
+		if (ev->type != PERF_RECORD_SAMPLE)
+			continue;
+		val = (const void *)(ev + 1);
+		hits += val[0] == (unsigned long)from &&
+			val[1] == (unsigned long)to;
+	}
+	return hits;
+}
+
+/* bts_jmp's breakpoints, run in-process: step over them. */
+static void ignore_trap(int sig)
+{
+}
+
+/* Record bts_jmp with perf; returns the samples of its first branch. */
+static int perf_trace_jmp(struct __test_metadata *_metadata, int fd)
+{
+	size_t len = (RING_PAGES + 1) * getpagesize();
+	char *ring;
+	int hits;
+
+	signal(SIGTRAP, ignore_trap);
+	/* The ring lives as long as it is mapped. */
+	ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ASSERT_NE(MAP_FAILED, ring);
+	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_ENABLE, 0));
+	bts_jmp();
+	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_DISABLE, 0));
+	hits = perf_samples(ring, jmp_f0, jmp_t0);
+	munmap(ring, len);
+	return hits;
+}
+
+/* A tracee stopped at jmp_s, traced by us with BTS; SIGKILLed on exit. */
+static pid_t start_tracee(struct __test_metadata *_metadata)
+{
+	struct ptrace_bts_config cfg = {
+		.size = 64 * BTS_REC,
+		.flags = PTRACE_BTS_O_TRACE | PTRACE_BTS_O_ALLOC,
+	};
+	struct user_regs_struct regs;
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		if (sys_ptrace(PTRACE_TRACEME, 0, NULL, 0))
+			_exit(90);
+		bts_jmp();
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_SETOPTIONS, pid, NULL,
+				PTRACE_O_EXITKILL));
+	ASSERT_EQ(0, sys_ptrace(PTRACE_GETREGS, pid, NULL,
+				(unsigned long)&regs));
+	ASSERT_EQ((unsigned long)jmp_s, regs.rip);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_BTS_CONFIG, pid, &cfg, sizeof(cfg))) {
+		TH_LOG("PTRACE_BTS_CONFIG: %m");
+	}
+	return pid;
+}
+
+/* Run the tracee to jmp_e and check its trace record by record. */
+static void check_tracee(struct __test_metadata *_metadata, pid_t pid)
+{
+	struct bts_struct rec[8];
+	int status, i;
+	long n;
+
+	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, pid, NULL, 0));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP);
+	n = sys_ptrace(PTRACE_BTS_DRAIN, pid, rec, sizeof(rec));
+	ASSERT_EQ(ARRAY_SIZE(jmp_trace), n);
+	for (i = 0; i < n; i++) {
+		EXPECT_EQ((unsigned long)jmp_trace[i].from,
+			  rec[i].variant.lbr.from);
+		EXPECT_EQ((unsigned long)jmp_trace[i].to,
+			  rec[i].variant.lbr.to);
+	}
+}
+
+FIXTURE(ds_perf) {
+	pid_t pid;
+	int fd;
+};
+
+FIXTURE_SETUP(ds_perf)
+{
+	self->pid = 0;
+	self->fd = open_perf_bts();
+	if (self->fd < 0 && errno == ENOENT)
+		SKIP(return, "perf has no BTS event here (no PMU driver or no BTS)");
+	ASSERT_LE(0, self->fd) {
+		TH_LOG("perf_event_open: %m");
+	}
+	close(self->fd);
+	self->fd = -1;
+}
+
+FIXTURE_TEARDOWN(ds_perf)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+	if (self->pid > 0) {
+		kill(self->pid, SIGKILL);
+		waitpid(self->pid, NULL, 0);
+	}
+}
+
+/* perf's BTS event records through the save area ds.c installed. */
+TEST_F(ds_perf, perf_records)
+{
+	self->fd = open_perf_bts();
+	ASSERT_LE(0, self->fd);
+	EXPECT_EQ(1, perf_trace_jmp(_metadata, self->fd));
+}
+
+/*
+ * A hardware ptrace trace first: perf's BTS event is refused while it
+ * exists, and works again once it is gone.
+ */
+TEST_F(ds_perf, ptrace_first)
+{
+	int i;
+
+	self->pid = start_tracee(_metadata);
+	EXPECT_EQ(-1, open_perf_bts());
+	EXPECT_EQ(EOPNOTSUPP, errno);
+	check_tracee(_metadata, self->pid);
+
+	kill(self->pid, SIGKILL);
+	waitpid(self->pid, NULL, 0);
+	self->pid = 0;
+	/* The tracer's release may trail the reaping a little. */
+	for (i = 0; i < 100; i++) {
+		self->fd = open_perf_bts();
+		if (self->fd >= 0)
+			break;
+		usleep(10000);
+	}
+	ASSERT_LE(0, self->fd);
+	EXPECT_EQ(1, perf_trace_jmp(_metadata, self->fd));
+}
+
+/*
+ * perf first: it holds the Debug Store, so the ptrace trace is emulated,
+ * exact all the same, and perf's event goes on recording.
+ */
+TEST_F(ds_perf, perf_first)
+{
+	self->fd = open_perf_bts();
+	ASSERT_LE(0, self->fd);
+	self->pid = start_tracee(_metadata);
+	check_tracee(_metadata, self->pid);
+	EXPECT_EQ(1, perf_trace_jmp(_metadata, self->fd));
+}
+
+TEST_HARNESS_MAIN
