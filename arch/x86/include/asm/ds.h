@@ -479,9 +479,10 @@ int ds_update(struct ds_tracer *tracer, const struct ds_config *cfg);
 /**
  * ds_perf_reserve() - perf asks for the Debug Store buffers
  *
- * Until perf is a client of the allocator the two never drive the Debug
- * Store together: perf gets it only while there are no hardware tracers,
- * and hardware requests fail with -EBUSY while perf holds it.
+ * perf and the allocator's hardware tracers take turns on the Debug Store:
+ * perf gets it only while there are no hardware tracers, and hardware
+ * requests fail with -EBUSY while perf holds it. The holder drives the
+ * hardware through the ds_perf_*() calls below.
  *
  * Context: process context, may sleep.
  * Return: 0, or -EBUSY while hardware tracers exist.
