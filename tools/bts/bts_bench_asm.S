@@ -10,28 +10,28 @@
 # define ITERS	bench_iters
 #endif
 
-	.text
-	.globl bench_traced
-bench_traced:
-	int3
+/* The one workload: the traced and the plain run must time the same loop. */
+.macro BENCH_LOOP
 	mov ITERS, %ecx
 1:	add $1, %eax
 	add $2, %edx
 	xor %eax, %edx
 	dec %ecx
 	jnz 1b
+.endm
+
+	.text
+	.globl bench_traced
+bench_traced:
+	int3
+	BENCH_LOOP
 	int3
 	.globl bench_end
 bench_end:
 	ret
 	.globl bench_plain
 bench_plain:
-	mov ITERS, %ecx
-1:	add $1, %eax
-	add $2, %edx
-	xor %eax, %edx
-	dec %ecx
-	jnz 1b
+	BENCH_LOOP
 	.globl bench_plain_end
 bench_plain_end:
 	ret
