@@ -13,8 +13,8 @@ build=${BUILD:-$top/build}
 src=$build/src
 tarball=/usr/src/$BASE_PACKAGE.tar.xz
 
-sudo=
-[ "$(id -u)" -eq 0 ] || sudo=sudo
+APT_WHO=base
+. "$top/mk/apt.sh"
 
 installed_version() {
 	dpkg-query -W -f='${Status} ${Version}\n' "$BASE_PACKAGE" 2>/dev/null |
@@ -33,7 +33,7 @@ choose_version() {
 		return
 	fi
 	if ! available | grep -qxF "$BASE_VERSION"; then
-		$sudo apt-get update -qq >&2 || true
+		apt_update
 	fi
 	if available | grep -qxF "$BASE_VERSION"; then
 		echo "$BASE_VERSION"
@@ -63,7 +63,7 @@ fi
 
 if [ "$(installed_version)" != "$version" ]; then
 	echo "base: installing $BASE_PACKAGE=$version"
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --allow-downgrades \
+	apt_retry "$BASE_PACKAGE=$version" apt_root install -y -q --allow-downgrades \
 		"$BASE_PACKAGE=$version"
 fi
 

@@ -1,7 +1,14 @@
 #!/bin/bash
 # Install the host packages the build, the VM and the tests need (Debian 12).
-# Idempotent: only missing packages are installed.
+# Idempotent: only missing packages are installed.  A failed index refresh is
+# a warning (mk/apt.sh); a package that cannot be installed is the error.
+#
+# DEPS_SIMULATE=1 resolves every package as if missing with "apt-get install
+# -s", changing nothing: mk/apt-check.sh uses it.
 set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+APT_WHO=deps
+. "$top/mk/apt.sh"
 
 packages=(
 	# kernel build
@@ -18,7 +25,8 @@ packages=(
 missing=()
 for p in "${packages[@]}"; do
 	[[ $p == \#* ]] && continue
-	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' ||
+	[ -z "${DEPS_SIMULATE:-}" ] &&
+		dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' ||
 		missing+=("$p")
 done
 
@@ -26,8 +34,11 @@ if [ ${#missing[@]} -eq 0 ]; then
 	exit 0
 fi
 
-sudo=
-[ "$(id -u)" -eq 0 ] || sudo=sudo
+apt_update
+if [ -n "${DEPS_SIMULATE:-}" ]; then
+	echo "deps: resolving ${missing[*]} (simulated)"
+	apt_retry "package(s) ${missing[*]}" apt_root install -s -q --no-install-recommends "${missing[@]}"
+	exit 0
+fi
 echo "deps: installing ${missing[*]}"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+apt_install "${missing[@]}"

@@ -26,8 +26,10 @@ obj=$work/obj                 # meson build directory (survives re-patching)
 out=$build/qemu
 stamp=$out/stamp
 
-sudo=
-[ "$(id -u)" -eq 0 ] || sudo=sudo
+apt_state=$build/apt/source
+
+APT_WHO=qemu
+. "$top/mk/apt.sh"
 
 log() { echo "qemu: $*"; }
 die() { echo "qemu: ERROR: $*" >&2; exit 1; }
@@ -56,7 +58,7 @@ fi
 
 # --- host packages ----------------------------------------------------------
 packages=(ninja-build meson libglib2.0-dev libpixman-1-dev libfdt-dev
-	python3-venv dpkg-dev gcc make pkg-config patch
+	python3-venv dpkg-dev gcc make pkg-config patch rsync
 	# the firmware the result runs with
 	qemu-system-data seabios)
 missing=()
@@ -66,47 +68,23 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
 	log "installing ${missing[*]}"
-	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
-		--no-install-recommends "${missing[@]}"
-fi
-
-# --- deb-src ----------------------------------------------------------------
-# apt-get source needs a deb-src entry for Debian main.  If none is there,
-# add our own deb822 stanza mirroring the binary one (same suites).
-have_debsrc() {
-	grep -rqsE '^[[:space:]]*(deb-src[[:space:]]|Types:.*deb-src)' \
-		/etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null
-}
-if ! have_debsrc; then
-	log "enabling deb-src (/etc/apt/sources.list.d/ds-qemu-src.sources)"
-	$sudo tee /etc/apt/sources.list.d/ds-qemu-src.sources >/dev/null <<-'EOF'
-	# Added by mk/qemu.sh: apt-get source qemu for the BTS machine model.
-	Types: deb-src
-	URIs: http://deb.debian.org/debian
-	Suites: bookworm bookworm-updates
-	Components: main
-	Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-	Types: deb-src
-	URIs: http://deb.debian.org/debian-security
-	Suites: bookworm-security
-	Components: main
-	Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-	EOF
-	$sudo apt-get update -qq
+	apt_update
+	apt_install "${missing[@]}"
 fi
 
 # --- fetch ------------------------------------------------------------------
+# apt-get source needs deb-src entries.  Rather than add them to /etc/apt,
+# fetch through a private apt state whose deb-src entries are the twins of the
+# host's deb entries (mk/apt.sh).
 dsc_ver=${QEMU_VERSION#*:}
 mkdir -p "$work"
 if ! ls "$work/${QEMU_PACKAGE}_${dsc_ver}.dsc" >/dev/null 2>&1; then
-	log "fetching $QEMU_PACKAGE=$QEMU_VERSION"
-	if ! (cd "$work" && apt-get source -q --download-only "$QEMU_PACKAGE=$QEMU_VERSION"); then
-		$sudo apt-get update -qq
-		(cd "$work" && apt-get source -q --download-only "$QEMU_PACKAGE=$QEMU_VERSION") ||
-			die "apt-get source $QEMU_PACKAGE=$QEMU_VERSION failed (pin gone from the archive?)"
-	fi
+	log "fetching $QEMU_PACKAGE=$QEMU_VERSION through a private apt state ($apt_state)"
+	apt_private_init "$apt_state" deb-src
+	apt_download_dir "$work/download"
+	(cd "$work/download" && apt_retry "source package $QEMU_PACKAGE=$QEMU_VERSION (pin gone from the archive?)" \
+		apt-get -c "$apt_state/apt.conf" -q source --download-only "$QEMU_PACKAGE=$QEMU_VERSION")
+	mv -f "$work/download"/* "$work/"
 fi
 
 # --- unpack + patch -----------------------------------------------------------
