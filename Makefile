@@ -29,7 +29,7 @@ SELFTEST_TARGETS := x86 ptrace
 
 export BUILD
 
-.PHONY: help deps base tree refresh patches-check series check config kernel \
+.PHONY: help deps apt-check base tree refresh patches-check series check config kernel \
 	run-kernel i386-kernel initramfs-i386 bench headers selftests tools initramfs qemu qemu-test test run shell clean distclean
 
 help:
@@ -48,9 +48,14 @@ help:
 	@echo "make qemu           build the BTS machine model (patched QEMU, cached)"
 	@echo "make qemu-test      the model's own test"
 	@echo "make deps           install the host packages (apt)"
+	@echo "make apt-check      the package set-up survives a broken apt source"
+	@echo "                    and leaves /etc/apt and dpkg's architectures alone"
 
 deps:
 	@$(TOP)/mk/deps.sh
+
+apt-check:
+	@$(TOP)/mk/apt-check.sh
 
 base: deps
 	@$(TOP)/mk/base.sh
@@ -78,6 +83,7 @@ check: series
 		$(filter-out %/0000-cover-letter.patch,$(wildcard $(OUTGOING)/*.patch)) && \
 		echo "check: checkpatch --strict clean"
 	@$(TOP)/mk/builds.sh $(SRC) $(BUILD)
+	@$(TOP)/mk/apt-check.sh
 
 # The config is regenerated only when the fragment or the series changed.
 $(OBJ)/.config: $(TOP)/vm/kernel.config $(BUILD)/tree-head

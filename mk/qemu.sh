@@ -11,7 +11,8 @@
 # binary exists, nothing is done.  When it differs, the source is unpacked
 # afresh and the patches re-applied; ninja then rebuilds only what changed.
 #
-# FORCE=1 rebuilds even when the stamp matches.
+# FORCE=1 rebuilds even when the stamp matches.  QEMU_FETCH_ONLY=1 stops once
+# the source package is downloaded (mk/apt-check.sh).
 set -euo pipefail
 
 QEMU_PACKAGE=qemu
@@ -56,6 +57,23 @@ if [ -z "${FORCE:-}" ] && [ -x "$out/qemu-system-x86_64" ] && [ -f "$stamp" ] &&
 	exit 0
 fi
 
+# --- fetch ------------------------------------------------------------------
+# apt-get source needs deb-src entries.  Rather than add them to /etc/apt,
+# fetch through a private apt state whose deb-src entries are the twins of the
+# host's deb entries (mk/apt.sh).
+dsc_ver=${QEMU_VERSION#*:}
+mkdir -p "$work"
+if ! ls "$work/${QEMU_PACKAGE}_${dsc_ver}.dsc" >/dev/null 2>&1; then
+	log "fetching $QEMU_PACKAGE=$QEMU_VERSION through a private apt state ($apt_state)"
+	apt_private_init "$apt_state" deb-src
+	apt_download_dir "$work/download"
+	(cd "$work/download" && apt_retry "source package $QEMU_PACKAGE=$QEMU_VERSION (pin gone from the archive?)" \
+		apt-get -c "$apt_state/apt.conf" -q source --download-only "$QEMU_PACKAGE=$QEMU_VERSION")
+	mv -f "$work/download"/* "$work/"
+	rmdir "$work/download"
+fi
+[ -z "${QEMU_FETCH_ONLY:-}" ] || { log "fetched into $work"; exit 0; }
+
 # --- host packages ----------------------------------------------------------
 packages=(ninja-build meson libglib2.0-dev libpixman-1-dev libfdt-dev
 	python3-venv dpkg-dev gcc make pkg-config patch rsync
@@ -70,21 +88,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 	log "installing ${missing[*]}"
 	apt_update
 	apt_install "${missing[@]}"
-fi
-
-# --- fetch ------------------------------------------------------------------
-# apt-get source needs deb-src entries.  Rather than add them to /etc/apt,
-# fetch through a private apt state whose deb-src entries are the twins of the
-# host's deb entries (mk/apt.sh).
-dsc_ver=${QEMU_VERSION#*:}
-mkdir -p "$work"
-if ! ls "$work/${QEMU_PACKAGE}_${dsc_ver}.dsc" >/dev/null 2>&1; then
-	log "fetching $QEMU_PACKAGE=$QEMU_VERSION through a private apt state ($apt_state)"
-	apt_private_init "$apt_state" deb-src
-	apt_download_dir "$work/download"
-	(cd "$work/download" && apt_retry "source package $QEMU_PACKAGE=$QEMU_VERSION (pin gone from the archive?)" \
-		apt-get -c "$apt_state/apt.conf" -q source --download-only "$QEMU_PACKAGE=$QEMU_VERSION")
-	mv -f "$work/download"/* "$work/"
 fi
 
 # --- unpack + patch -----------------------------------------------------------
