@@ -59,11 +59,16 @@ def one_line_entries(path):
                      "components": comps.split(), "fields": {}}
             for opt in (opts or "").split():
                 key, _, value = opt.partition("=")
-                # "arch+=..." and "arch-=..." modify defaults; not carried.
+                value = value.replace(",", " ")
+                # "arch-=i386" removes an architecture: keep it for the
+                # filter; other "+=" and "-=" forms are not carried.
+                if key.lower() == "arch-":
+                    entry["fields"]["architectures-remove"] = ("Architectures-Remove", value)
+                    continue
                 if key.endswith(("+", "-")):
                     continue
                 name = ONE_LINE_FIELD.get(key.lower(), key)
-                entry["fields"][name.lower()] = (name, value.replace(",", " "))
+                entry["fields"][name.lower()] = (name, value)
             yield entry
 
 
@@ -96,6 +101,10 @@ def deb822_entries(path):
         yield entry
 
 
+# The words apt reads as false in a boolean field (StringToBool).
+FALSE_WORDS = {"no", "false", "without", "off", "disable", "0"}
+
+
 def host_entries():
     main, parts = apt_dirs()
     files = []
@@ -113,11 +122,17 @@ def host_entries():
 
 def derive(entry, kind, arch):
     """Return the deb822 stanza of <entry> as a <kind> entry, or None."""
-    if "deb" not in entry["types"] or entry.get("enabled", "yes") in ("no", "false"):
+    if "deb" not in entry["types"] or entry.get("enabled", "yes") in FALSE_WORDS:
+        return None
+    # A CD-ROM's URI is apt's own notation, not a location another state can use.
+    if any(uri.startswith("cdrom:") for uri in entry["uris"]):
         return None
     fields = dict(entry["fields"])
     archs = fields.pop("architectures", None)
+    removed = fields.pop("architectures-remove", None)
     if kind == "deb" and archs and arch not in archs[1].split():
+        return None
+    if kind == "deb" and removed and arch in removed[1].split():
         return None
     lines = [f"Types: {kind}", "URIs: " + " ".join(entry["uris"]),
              "Suites: " + " ".join(entry["suites"])]

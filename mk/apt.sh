@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the mk/ scripts that need Debian packages: apt calls that
 # survive an inconsistent mirror, and private apt states that leave the
 # host's package configuration as it was found.
@@ -11,33 +12,37 @@
 # Private states (apt_private_init) carry their own sources list, derived by
 # mk/apt-sources.py from the host's configured "deb" entries (same URIs,
 # suites, components and keyrings, so any mirror or proxy of the machine
-# applies), their own lists, cache and an empty dpkg status, all under
+# applies), their own lists, cache, preferences and dpkg status, all under
 # build/.  They fetch i386 packages without a dpkg architecture and source
-# packages without a deb-src entry in /etc/apt.  The host's apt.conf.d is
-# still read, so its proxy and acquire settings apply to them too.
+# packages without a deb-src entry in /etc/apt, and need no root.  The host's
+# apt.conf.d is still read, so its proxy and acquire settings apply to them;
+# its update hooks (APT::Update) do not run.
 #
 # The caller sets APT_WHO (the prefix of messages) before sourcing.
-# APT_CONFIG in the environment is honoured everywhere, also under sudo:
+# APT_CONFIG in the environment is honoured, also across sudo (as -c):
 # mk/apt-check.sh adds a broken source through it.
 
 APT_WHO=${APT_WHO:-apt}
 # Seconds to wait before the second, third, ... attempt.
 APT_BACKOFF=${APT_BACKOFF:-"10 30 60"}
 
-apt_sudo=
-[ "$(id -u)" -eq 0 ] || apt_sudo=sudo
-
 apt_warn() { echo "$APT_WHO: WARNING: $*" >&2; }
 apt_die() { echo "$APT_WHO: ERROR: $*" >&2; exit 1; }
+apt_indent() { sed "s/^/$APT_WHO:   /" >&2; }
 
-# apt-get as root, with APT_CONFIG kept across sudo.
+# apt-get on the host's state, as root.
 apt_root() {
-	$apt_sudo env ${APT_CONFIG:+APT_CONFIG="$APT_CONFIG"} \
+	if [ "$(id -u)" -eq 0 ]; then
 		DEBIAN_FRONTEND=noninteractive apt-get "$@"
+	else
+		# sudo resets the environment: pass APT_CONFIG as -c.
+		sudo DEBIAN_FRONTEND=noninteractive apt-get \
+			${APT_CONFIG:+-c "$APT_CONFIG"} "$@"
+	fi
 }
 
-# apt_update [apt-get options...]: refresh the indexes; a failure is reported
-# and survived.  Pass "-c <conf>" for a private state, where no root is needed.
+# apt_update [-c <conf>]: refresh the host's indexes, or those of a private
+# state; a failure is reported and survived.
 apt_update() {
 	local out run=apt_root
 
@@ -46,29 +51,31 @@ apt_update() {
 		return 0
 	fi
 	apt_warn "apt-get update failed for some indexes; going on with what it got:"
-	echo "$out" | grep -E '^(E|W|Err):' | sed "s/^/$APT_WHO:   /" >&2
+	# apt's own error lines, or all it said when it said none (sudo refused).
+	echo "$out" | grep -E '^(E|W|Err):' | apt_indent ||
+		echo "$out" | apt_indent
 	return 0
 }
 
-# apt_retry <what> <command...>: run the command; when it fails, refresh the
-# indexes and try again after each APT_BACKOFF delay.  On the last failure,
-# name <what> and show the command's own output.
+# apt_retry <what> <command...>: run the command, its output shown as it
+# goes; when it fails, refresh the indexes and try again after each
+# APT_BACKOFF delay.  After the last failure, name <what> (apt's output is
+# just above) and end the calling shell.
 apt_retry() {
-	local what=$1 out delay update=(apt_update)
+	local what=$1 delay status update=(apt_update)
 
 	shift
 	# A private state's command starts "apt-get -c <conf>": refresh that state.
 	[ "$1" = apt-get ] && [ "${2:-}" = -c ] && update=(apt_update -c "$3")
 	for delay in $APT_BACKOFF ""; do
-		if out=$("$@" 2>&1); then
-			return 0
-		fi
+		status=0
+		"$@" || status=$?
+		[ "$status" -ne 0 ] || return 0
 		[ -n "$delay" ] || break
 		apt_warn "$what failed; trying again in ${delay}s"
 		sleep "$delay"
 		"${update[@]}"
 	done
-	echo "$out" | sed "s/^/$APT_WHO:   /" >&2
 	apt_die "could not get $what (apt's output above)"
 }
 
@@ -77,34 +84,40 @@ apt_install() {
 	apt_retry "package(s) $*" apt_root install -y -q --no-install-recommends "$@"
 }
 
-# apt_private_init <dir> <deb|deb-src> [architecture]: make (or refresh) a
-# private apt state in <dir> whose sources are the host's "deb" entries as
-# <type> entries, and update it.  Afterwards "apt-get -c <dir>/apt.conf ..."
-# works in it without root.
+# apt_private_init <dir> <deb|deb-src> [architecture] [dpkg status]: make (or
+# refresh) a private apt state in <dir> whose sources are the host's "deb"
+# entries as <type> entries, and update it.  Without a dpkg status file the
+# state has an empty one (nothing installed).  Afterwards
+# "apt-get -c <dir>/apt.conf ..." works in it without root.
 apt_private_init() {
 	local dir=$1 type=$2 arch=${3:-$(dpkg --print-architecture)}
+	local status=${4:-$1/status}
 	local top
 
 	top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-	mkdir -p "$dir/sources.list.d" "$dir/lists/partial" "$dir/archives/partial"
+	mkdir -p "$dir/sources.list.d" "$dir/preferences.d" "$dir/lists/partial" \
+		"$dir/archives/partial"
 	: >"$dir/sources.list"
-	: >"$dir/status"
+	[ -n "${4:-}" ] || : >"$dir/status"
 	python3 "$top/mk/apt-sources.py" --type "$type" --arch "$arch" \
 		>"$dir/sources.list.d/host-derived.sources" ||
 		apt_die "could not derive $type entries from the host's apt sources"
-	[ -s "$dir/sources.list.d/host-derived.sources" ] ||
-		apt_die "the host's apt configuration has no deb entry to derive $type entries from"
-	# Only the indexes the private state needs: Packages or Sources.
+	# #clear: the host's lists of architectures and update hooks would
+	# otherwise be added to, and the hooks run (as root) on every update.
 	cat >"$dir/apt.conf" <<-EOF
+	#clear APT::Architectures;
+	#clear APT::Update;
 	Dir::State "$dir";
 	Dir::State::lists "$dir/lists";
-	Dir::State::status "$dir/status";
+	Dir::State::status "$status";
+	Dir::State::extended_states "$dir/extended_states";
 	Dir::Cache "$dir";
 	Dir::Cache::archives "$dir/archives";
 	Dir::Cache::pkgcache "";
 	Dir::Cache::srcpkgcache "";
 	Dir::Etc::sourcelist "$dir/sources.list";
 	Dir::Etc::sourceparts "$dir/sources.list.d";
+	Dir::Etc::preferences "$dir/preferences";
 	Dir::Etc::preferencesparts "$dir/preferences.d";
 	APT::Architecture "$arch";
 	APT::Architectures { "$arch"; };
@@ -112,13 +125,14 @@ apt_private_init() {
 	Acquire::IndexTargets::deb::Contents-deb::DefaultEnabled "false";
 	Acquire::IndexTargets::deb-src::Contents-dsc::DefaultEnabled "false";
 	EOF
-	# apt drops root to _apt for downloads; let it write its folders.
-	[ "$(id -u)" -ne 0 ] || chown -R _apt:root "$dir/lists" "$dir/archives" 2>/dev/null || true
+	# As root, apt drops to _apt for downloads; let it write its folders.
+	[ "$(id -u)" -ne 0 ] || chown -R _apt:root "$dir/lists" "$dir/archives"
 	apt_update -c "$dir/apt.conf"
 }
 
-# apt_download_dir <dir>: a download folder apt's _apt sandbox can write.
+# apt_download_dir <dir>: a download folder apt's _apt sandbox can write
+# (its parents must let _apt through).
 apt_download_dir() {
 	mkdir -p "$1"
-	[ "$(id -u)" -ne 0 ] || chown _apt:root "$1" 2>/dev/null || chmod 777 "$1"
+	[ "$(id -u)" -ne 0 ] || chown _apt:root "$1"
 }

@@ -18,6 +18,8 @@ apt_private_init "$state" deb i386
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# apt's _apt sandbox must get through to the download folder.
+chmod 755 "$tmp"
 apt_download_dir "$tmp/deb"
 (cd "$tmp/deb" && apt_retry "busybox-static:i386" \
 	apt-get -c "$state/apt.conf" -q download busybox-static:i386)

@@ -3,8 +3,10 @@
 # Idempotent: only missing packages are installed.  A failed index refresh is
 # a warning (mk/apt.sh); a package that cannot be installed is the error.
 #
-# DEPS_SIMULATE=1 resolves every package as if missing with "apt-get install
-# -s", changing nothing: mk/apt-check.sh uses it.
+# DEPS_SIMULATE=<dir> resolves every package as if missing with "apt-get
+# install -s" in a private apt state in <dir> that mirrors the host's (its
+# deb entries and its dpkg status), changing nothing on the host and needing
+# no root: mk/apt-check.sh uses it.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 APT_WHO=deps
@@ -34,11 +36,13 @@ if [ ${#missing[@]} -eq 0 ]; then
 	exit 0
 fi
 
-apt_update
 if [ -n "${DEPS_SIMULATE:-}" ]; then
-	echo "deps: resolving ${missing[*]} (simulated)"
-	apt_retry "package(s) ${missing[*]}" apt_root install -s -q --no-install-recommends "${missing[@]}"
+	echo "deps: resolving ${missing[*]} (simulated in $DEPS_SIMULATE)"
+	apt_private_init "$DEPS_SIMULATE" deb "" /var/lib/dpkg/status
+	apt_retry "package(s) ${missing[*]}" apt-get -c "$DEPS_SIMULATE/apt.conf" \
+		install -s -q --no-install-recommends "${missing[@]}"
 	exit 0
 fi
+apt_update
 echo "deps: installing ${missing[*]}"
 apt_install "${missing[@]}"

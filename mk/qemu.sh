@@ -12,7 +12,7 @@
 # afresh and the patches re-applied; ninja then rebuilds only what changed.
 #
 # FORCE=1 rebuilds even when the stamp matches.  QEMU_FETCH_ONLY=1 stops once
-# the source package is downloaded (mk/apt-check.sh).
+# the source package is downloaded (mk/apt-check.sh); that needs no root.
 set -euo pipefail
 
 QEMU_PACKAGE=qemu
@@ -69,7 +69,9 @@ if ! ls "$work/${QEMU_PACKAGE}_${dsc_ver}.dsc" >/dev/null 2>&1; then
 	apt_download_dir "$work/download"
 	(cd "$work/download" && apt_retry "source package $QEMU_PACKAGE=$QEMU_VERSION (pin gone from the archive?)" \
 		apt-get -c "$apt_state/apt.conf" -q source --download-only "$QEMU_PACKAGE=$QEMU_VERSION")
-	mv -f "$work/download"/* "$work/"
+	# The .dsc last: its presence is what says the download is complete.
+	mv -f "$work"/download/*.tar.* "$work/"
+	mv -f "$work"/download/*.dsc "$work/"
 	rmdir "$work/download"
 fi
 [ -z "${QEMU_FETCH_ONLY:-}" ] || { log "fetched into $work"; exit 0; }
