@@ -3,9 +3,10 @@
  * KUnit suite for the emulated Branch Trace Store.
  *
  * Included at the end of ds_emulate.c (CONFIG_X86_DS_EMULATE_KUNIT_TEST) to
- * reach its static classifier: each case decodes a byte sequence in 32-bit
- * or 64-bit mode and checks the kind, the length and the taken decision for
- * given flags and count register.
+ * reach its static classifier and decode cache: the classifier cases decode
+ * a byte sequence in 32-bit or 64-bit mode and check the kind, the length
+ * and the taken decision for given flags and count register; the condition
+ * codes are checked against the SDM's definitions.
  */
 
 #include <kunit/test.h>
@@ -216,19 +217,117 @@ static void ds_emu_test_truncated(struct kunit *test)
 			-EINVAL);
 }
 
-/* Every condition code is the negation of its partner. */
-static void ds_emu_test_cond_pairs(struct kunit *test)
+/*
+ * The SDM's definition of each condition code (Jcc, "Jump if Condition Is
+ * Met"), written out for all sixteen so that it shares nothing with the
+ * classifier's pairing of a condition with its negation.
+ */
+static bool ds_emu_test_sdm_cond(unsigned int cc, unsigned long flags)
 {
-	unsigned long flags;
-	unsigned int cc;
+	bool of = flags & X86_EFLAGS_OF, sf = flags & X86_EFLAGS_SF;
+	bool zf = flags & X86_EFLAGS_ZF, cf = flags & X86_EFLAGS_CF;
+	bool pf = flags & X86_EFLAGS_PF;
 
-	for (flags = 0; flags <= (X86_EFLAGS_CF | X86_EFLAGS_PF |
-				  X86_EFLAGS_ZF | X86_EFLAGS_SF |
-				  X86_EFLAGS_OF); flags++)
-		for (cc = 0; cc <= DS_EMU_CC_MASK; cc += 2)
-			KUNIT_EXPECT_NE(test, ds_emu_cond(cc, flags),
-					ds_emu_cond(cc | DS_EMU_CC_NEGATE,
-						    flags));
+	switch (cc) {
+	case 0x0:			/* jo */
+		return of;
+	case 0x1:			/* jno */
+		return !of;
+	case 0x2:			/* jb, jc, jnae */
+		return cf;
+	case 0x3:			/* jae, jnc, jnb */
+		return !cf;
+	case 0x4:			/* je, jz */
+		return zf;
+	case 0x5:			/* jne, jnz */
+		return !zf;
+	case 0x6:			/* jbe, jna */
+		return cf || zf;
+	case 0x7:			/* ja, jnbe */
+		return !cf && !zf;
+	case 0x8:			/* js */
+		return sf;
+	case 0x9:			/* jns */
+		return !sf;
+	case 0xa:			/* jp, jpe */
+		return pf;
+	case 0xb:			/* jnp, jpo */
+		return !pf;
+	case 0xc:			/* jl, jnge */
+		return sf != of;
+	case 0xd:			/* jge, jnl */
+		return sf == of;
+	case 0xe:			/* jle, jng */
+		return zf || sf != of;
+	default:			/* jg, jnle */
+		return !zf && sf == of;
+	}
+}
+
+/* The five flags a condition code reads. */
+static const unsigned long ds_emu_test_cond_flags[] = {
+	X86_EFLAGS_CF, X86_EFLAGS_PF, X86_EFLAGS_ZF, X86_EFLAGS_SF,
+	X86_EFLAGS_OF,
+};
+
+/* Flags no condition reads: they must not change a verdict. */
+#define DS_EMU_TEST_OTHER_FLAGS	(X86_EFLAGS_AF | X86_EFLAGS_TF |	\
+				 X86_EFLAGS_IF | X86_EFLAGS_DF)
+
+/* Flags with the bits of @combo set, each bit standing for one flag. */
+static unsigned long ds_emu_test_flags(unsigned int combo)
+{
+	unsigned long flags = DS_EMU_TEST_NONE;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(ds_emu_test_cond_flags); i++)
+		if (combo & BIT(i))
+			flags |= ds_emu_test_cond_flags[i];
+	return flags;
+}
+
+/*
+ * Every jcc, in its rel8 and its rel32 encoding, against every combination
+ * of the flags it may read: the trace's verdict is the SDM's.
+ */
+static void ds_emu_test_cond_sdm(struct kunit *test)
+{
+	unsigned int cc, combo, nr = BIT(ARRAY_SIZE(ds_emu_test_cond_flags));
+	u8 jcc8[MAX_INSN_SIZE] = { [0 ... MAX_INSN_SIZE - 1] = 0xcc };
+	u8 jcc32[MAX_INSN_SIZE] = { [0 ... MAX_INSN_SIZE - 1] = 0xcc };
+	struct ds_emu_insn in8 = {}, in32 = {};
+	unsigned long flags;
+	bool want;
+
+	for (cc = 0; cc <= DS_EMU_CC_MASK; cc++) {
+		/* 70+cc rel8, and 0f 80+cc rel32 */
+		jcc8[0] = 0x70 + cc;
+		jcc8[1] = 0x10;
+		jcc32[0] = 0x0f;
+		jcc32[1] = 0x80 + cc;
+		memset(&jcc32[2], 0, 4);
+		KUNIT_ASSERT_EQ(test, ds_emu_classify(jcc8, sizeof(jcc8), true,
+						      &in8), 0);
+		KUNIT_ASSERT_EQ(test, ds_emu_classify(jcc32, sizeof(jcc32),
+						      false, &in32), 0);
+		KUNIT_ASSERT_EQ(test, in8.kind, DS_EMU_JCC);
+		KUNIT_ASSERT_EQ(test, in32.kind, DS_EMU_JCC);
+
+		for (combo = 0; combo < nr; combo++) {
+			flags = ds_emu_test_flags(combo);
+			want = ds_emu_test_sdm_cond(cc, flags);
+			KUNIT_EXPECT_EQ_MSG(test, ds_emu_taken(&in8, flags, 0),
+					    want, "rel8 cc %#x flags %#lx",
+					    cc, flags);
+			KUNIT_EXPECT_EQ_MSG(test, ds_emu_taken(&in32, flags, 0),
+					    want, "rel32 cc %#x flags %#lx",
+					    cc, flags);
+			flags |= DS_EMU_TEST_OTHER_FLAGS;
+			KUNIT_EXPECT_EQ_MSG(test, ds_emu_taken(&in8, flags, 0),
+					    want, "rel8 cc %#x flags %#lx",
+					    cc, flags);
+		}
+	}
 }
 
 /* The cache: a hit needs the same IP, mode and bytes. */
@@ -251,7 +350,7 @@ static void ds_emu_test_cache_slot(struct kunit *test)
 static struct kunit_case ds_emu_test_cases_list[] = {
 	KUNIT_CASE_PARAM(ds_emu_test_classify, ds_emu_classify_gen_params),
 	KUNIT_CASE(ds_emu_test_truncated),
-	KUNIT_CASE(ds_emu_test_cond_pairs),
+	KUNIT_CASE(ds_emu_test_cond_sdm),
 	KUNIT_CASE(ds_emu_test_cache_slot),
 	{}
 };
