@@ -6,10 +6,12 @@
  * reach its static classifier and decode cache: the classifier cases decode
  * a byte sequence in 32-bit or 64-bit mode and check the kind, the length
  * and the taken decision for given flags and count register; the condition
- * codes are checked against the SDM's definitions.
+ * codes are checked against the SDM's definitions; the cache is looked up
+ * on user memory the test maps and rewrites.
  */
 
 #include <kunit/test.h>
+#include <linux/mman.h>
 
 /* Flags with no condition bit set, and each bit on its own. */
 #define DS_EMU_TEST_NONE	X86_EFLAGS_FIXED
@@ -330,28 +332,118 @@ static void ds_emu_test_cond_sdm(struct kunit *test)
 	}
 }
 
-/* The cache: a hit needs the same IP, mode and bytes. */
-static void ds_emu_test_cache_slot(struct kunit *test)
+/* A page of user memory in the test's own mm. */
+static unsigned long ds_emu_test_user_page(struct kunit *test)
 {
+	unsigned long addr;
+
+	addr = kunit_vm_mmap(test, NULL, 0, PAGE_SIZE,
+			     PROT_READ | PROT_WRITE | PROT_EXEC,
+			     MAP_ANONYMOUS | MAP_PRIVATE, 0);
+	KUNIT_ASSERT_NE_MSG(test, addr, 0, "no user mm for the test");
+	KUNIT_ASSERT_LT_MSG(test, addr, (unsigned long)TASK_SIZE,
+			    "no user page for the test");
+	return addr;
+}
+
+static void ds_emu_test_poke(struct kunit *test, unsigned long ip,
+			     const u8 *bytes, size_t len)
+{
+	KUNIT_ASSERT_EQ(test, copy_to_user((void __user *)ip, bytes, len), 0);
+}
+
+/* Spoil the cached entry at @ip: only a hit can hand the spoilt one back. */
+static void ds_emu_test_mark(struct ds_emu_task *st, unsigned long ip)
+{
+	ds_emu_slot(st, ip)->cond = U8_MAX;
+}
+
+/*
+ * The decode cache, through the real lookup on real user memory: a hit
+ * only for the same IP, the same mode and the same instruction bytes. Any
+ * one of them different, the instruction is fetched and decoded again:
+ * another IP sharing the slot, the other mode, code that was rewritten.
+ */
+static void ds_emu_test_cache(struct kunit *test)
+{
+	static const u8 jz[] = { 0x74, 0x10 }, jnz[] = { 0x75, 0x10 };
+	static const u8 disp = 0x20;
+	const struct ds_emu_insn *in;
+	unsigned long page, ip, other;
 	struct ds_emu_task *st;
 
 	st = kunit_kzalloc(test, sizeof(*st), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, st);
-	KUNIT_EXPECT_PTR_EQ(test, ds_emu_slot(st, 0x401000),
-			    ds_emu_slot(st, 0x401000));
-	KUNIT_EXPECT_TRUE(test, ds_emu_slot(st, 0x401000) >= st->cache &&
-			  ds_emu_slot(st, 0x401000) <
-			  st->cache + DS_EMU_CACHE_SIZE);
-	/* Neighbouring instructions do not share a slot. */
-	KUNIT_EXPECT_PTR_NE(test, ds_emu_slot(st, 0x401000),
-			    ds_emu_slot(st, 0x401002));
+	page = ds_emu_test_user_page(test);
+	ip = page;
+	/* Another IP with the same slot, far enough not to overlap. */
+	for (other = ip + MAX_INSN_SIZE; other + MAX_INSN_SIZE <= page +
+	     PAGE_SIZE; other++)
+		if (ds_emu_slot(st, other) == ds_emu_slot(st, ip))
+			break;
+	KUNIT_ASSERT_LE(test, other + MAX_INSN_SIZE, page + PAGE_SIZE);
+	ds_emu_test_poke(test, ip, jz, sizeof(jz));
+	ds_emu_test_poke(test, other, jz, sizeof(jz));
+
+	/* First sight: fetched and decoded. */
+	in = ds_emu_lookup(st, ip, true);
+	KUNIT_ASSERT_NOT_NULL(test, in);
+	KUNIT_EXPECT_EQ(test, in->ip, ip);
+	KUNIT_EXPECT_EQ(test, in->kind, DS_EMU_JCC);
+	KUNIT_EXPECT_FALSE(test, ds_emu_taken(in, DS_EMU_TEST_NONE, 0));
+	KUNIT_EXPECT_EQ(test, st->misses, 1);
+	KUNIT_EXPECT_EQ(test, st->hits, 0);
+
+	/* Same IP, mode and bytes: the entry itself, not decoded again. */
+	ds_emu_test_mark(st, ip);
+	in = ds_emu_lookup(st, ip, true);
+	KUNIT_ASSERT_NOT_NULL(test, in);
+	KUNIT_EXPECT_EQ(test, in->cond, U8_MAX);
+	KUNIT_EXPECT_EQ(test, st->hits, 1);
+	KUNIT_EXPECT_EQ(test, st->misses, 1);
+
+	/* Same slot, mode and bytes, another IP: decoded there. */
+	in = ds_emu_lookup(st, other, true);
+	KUNIT_ASSERT_NOT_NULL(test, in);
+	KUNIT_EXPECT_EQ(test, in->ip, other);
+	KUNIT_EXPECT_NE(test, in->cond, U8_MAX);
+	KUNIT_EXPECT_EQ(test, st->misses, 2);
+
+	/* Same IP and bytes, the other mode: decoded in that mode. */
+	ds_emu_test_mark(st, other);
+	in = ds_emu_lookup(st, other, false);
+	KUNIT_ASSERT_NOT_NULL(test, in);
+	KUNIT_EXPECT_FALSE(test, in->mode64);
+	KUNIT_EXPECT_NE(test, in->cond, U8_MAX);
+	KUNIT_EXPECT_EQ(test, st->misses, 3);
+	in = ds_emu_lookup(st, other, false);
+	KUNIT_EXPECT_EQ(test, st->hits, 2);
+
+	/* Same IP and mode, rewritten: the new instruction, not the old. */
+	ds_emu_test_mark(st, other);
+	ds_emu_test_poke(test, other, jnz, sizeof(jnz));
+	in = ds_emu_lookup(st, other, false);
+	KUNIT_ASSERT_NOT_NULL(test, in);
+	KUNIT_EXPECT_NE(test, in->cond, U8_MAX);
+	KUNIT_EXPECT_TRUE(test, ds_emu_taken(in, DS_EMU_TEST_NONE, 0));
+	KUNIT_EXPECT_FALSE(test, ds_emu_taken(in, X86_EFLAGS_ZF, 0));
+	KUNIT_EXPECT_EQ(test, st->misses, 4);
+	KUNIT_EXPECT_EQ(test, st->hits, 2);
+
+	/* The last byte rewritten counts as much as the first. */
+	ds_emu_test_mark(st, other);
+	ds_emu_test_poke(test, other + 1, &disp, sizeof(disp));
+	in = ds_emu_lookup(st, other, false);
+	KUNIT_ASSERT_NOT_NULL(test, in);
+	KUNIT_EXPECT_NE(test, in->cond, U8_MAX);
+	KUNIT_EXPECT_EQ(test, st->misses, 5);
 }
 
 static struct kunit_case ds_emu_test_cases_list[] = {
 	KUNIT_CASE_PARAM(ds_emu_test_classify, ds_emu_classify_gen_params),
 	KUNIT_CASE(ds_emu_test_truncated),
 	KUNIT_CASE(ds_emu_test_cond_sdm),
-	KUNIT_CASE(ds_emu_test_cache_slot),
+	KUNIT_CASE(ds_emu_test_cache),
 	{}
 };
 
