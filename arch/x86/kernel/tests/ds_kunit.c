@@ -28,6 +28,18 @@
 #define DS_TEST_EXIT_WAIT_MS	10
 #define DS_TEST_EXIT_TRIES	500
 
+/*
+ * The BTS staging buffer, worked out by hand from the documentation
+ * (Documentation/arch/x86/debug-store.rst): the 64 KiB cpu_entry_area slot
+ * holds 2730 records of 24 bytes (65520 bytes). It interrupts a sixteenth
+ * before it is full, 170 records (2730 / 16, rounded down) before the end,
+ * and the SDM's CPU interrupts when the index reaches the threshold: as it
+ * stores the 2560th record.
+ */
+#define DS_TEST_STAGE_RECORDS	2730
+#define DS_TEST_STAGE_BYTES	65520
+#define DS_TEST_STAGE_IRQ_AT	2560
+
 struct ds_test {
 	struct ds_tracer	*tracers[DS_TEST_MAX_TRACERS];
 	bool			perf_held;
@@ -788,26 +800,28 @@ static void ds_test_hw_geometry(struct kunit *test)
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
 	struct ds_tracer *tracer = ds_test_task(test, &cfg);
 	struct ds_area_part *bts, *pebs;
+	struct cpu_entry_area *cea;
 	struct ds_cpu *dc;
-	size_t cap;
 
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	migrate_disable();
 	dc = this_cpu_ptr(&ds_cpus);
+	cea = get_cpu_entry_area(smp_processor_id());
 	bts = ds_part(dc->area, DS_BTS);
 	pebs = ds_part(dc->area, DS_PEBS);
-	cap = DS_STAGE_SIZE / DS_BTS_RECORD_SIZE;
-	KUNIT_EXPECT_EQ(test, dc->stage_cap[DS_BTS], cap);
-	KUNIT_EXPECT_EQ(test, bts->base, dc->stage_hw[DS_BTS]);
+	KUNIT_EXPECT_EQ(test, dc->stage_cap[DS_BTS], DS_TEST_STAGE_RECORDS);
+	/* The CPU stores into the cpu_entry_area slot, also under PTI. */
+	KUNIT_EXPECT_EQ(test, bts->base,
+			(u64)(unsigned long)cea->cpu_debug_buffers.bts_buffer);
 	KUNIT_EXPECT_EQ(test, bts->index, bts->base);
-	KUNIT_EXPECT_EQ(test, bts->absmax, bts->base + cap * DS_BTS_RECORD_SIZE);
+	KUNIT_EXPECT_EQ(test, bts->absmax, bts->base + DS_TEST_STAGE_BYTES);
 	KUNIT_EXPECT_EQ(test, bts->threshold,
-			bts->base + (cap - (cap >> DS_STAGE_MARGIN_SHIFT)) *
-			DS_BTS_RECORD_SIZE);
+			bts->base + DS_TEST_STAGE_IRQ_AT * DS_BTS_RECORD_SIZE);
 	/* No PEBS tracer: nothing fits, no interrupt. */
 	KUNIT_EXPECT_EQ(test, pebs->absmax, pebs->base);
 	KUNIT_EXPECT_GT(test, pebs->threshold, pebs->absmax);
-	KUNIT_EXPECT_EQ(test, this_cpu_read(ds_sim_ds_area), dc->area_hw);
+	KUNIT_EXPECT_EQ(test, this_cpu_read(ds_sim_ds_area),
+			(unsigned long)&cea->cpu_debug_store);
 	migrate_enable();
 	KUNIT_EXPECT_GT(test, atomic_long_read(&ds_sim_mapped), 0);
 }
@@ -1000,6 +1014,10 @@ static void ds_test_pebs_formats(struct kunit *test)
 	static const int sizes[DS_PEBS_NR_FORMATS] = {
 		144, 176, 192, 200, 32, 32, 32,
 	};
+	/* Format 0 stages in one page, the others in 64 KiB. */
+	static const size_t stage_cap[DS_PEBS_NR_FORMATS] = {
+		28, 372, 341, 327, 2048, 2048, 2048,
+	};
 	struct ds_config cfg = ds_test_cfg(PAGE_SIZE);
 	struct ds_hw_caps caps = ds_test_full_caps;
 	struct ds_tracer *tracer;
@@ -1016,7 +1034,7 @@ static void ds_test_pebs_formats(struct kunit *test)
 				PAGE_SIZE / sizes[fmt]);
 		KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).format, fmt);
 		KUNIT_EXPECT_EQ(test, per_cpu(ds_cpus, 0).stage_cap[DS_PEBS],
-				ds_stage_size(DS_PEBS) / sizes[fmt]);
+				stage_cap[fmt]);
 		ds_release(tracer);
 	}
 	caps.pebs_format = DS_PEBS_NR_FORMATS;
@@ -1248,19 +1266,20 @@ put_child:
 
 /* --- the hardware path --- */
 
+/*
+ * No notification threshold: the staging buffer interrupts a sixteenth
+ * before it is full, at DS_TEST_STAGE_IRQ_AT records, and not one earlier.
+ */
 static void ds_test_threshold_interrupt(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(DS_MAX_BUFFER_SIZE);
 	struct ds_tracer *tracer = ds_test_task(test, &cfg);
-	struct ds_area_part *part;
 	unsigned long flags;
-	size_t th, i;
+	size_t i;
 
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	local_irq_save(flags);
-	part = ds_part(this_cpu_ptr(&ds_cpus)->area, DS_BTS);
-	th = (size_t)(part->threshold - part->base) / DS_BTS_RECORD_SIZE;
-	for (i = 0; i + 1 < th; i++)
+	for (i = 0; i + 1 < DS_TEST_STAGE_IRQ_AT; i++)
 		ds_sim_branch(DS_TEST_FROM + i, DS_TEST_FROM + i, true);
 	/* Below the threshold the NMI is someone else's. */
 	KUNIT_EXPECT_EQ(test, ds_nmi_handler(NMI_LOCAL, NULL), NMI_DONE);
@@ -1270,8 +1289,9 @@ static void ds_test_threshold_interrupt(struct kunit *test)
 	local_irq_restore(flags);
 	ds_sim_settle(tracer);
 	/* The irq_work collected everything before any read. */
-	KUNIT_EXPECT_EQ(test, tracer->count, th);
-	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count, th);
+	KUNIT_EXPECT_EQ(test, tracer->count, DS_TEST_STAGE_IRQ_AT);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count,
+			DS_TEST_STAGE_IRQ_AT);
 }
 
 static void ds_test_expect_event(struct kunit *test, struct ds_tracer *tracer,
