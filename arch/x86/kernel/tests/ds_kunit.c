@@ -601,6 +601,129 @@ static void ds_test_perf_map(struct kunit *test)
 	free_page((unsigned long)buf);
 }
 
+/*
+ * A buffer that does not fit its slot is refused, with nothing mapped; one
+ * that fills the 64 KiB slot exactly is taken.
+ */
+static void ds_test_perf_map_refused(struct kunit *test)
+{
+	long mapped = atomic_long_read(&ds_sim_mapped);
+	unsigned int order = get_order(SZ_64K);
+	struct ds_test *dt = test->priv;
+	enum ds_kind kind;
+	void *buf;
+
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	dt->perf_held = true;
+	buf = (void *)__get_free_pages(GFP_KERNEL, order + 1);
+	KUNIT_ASSERT_NOT_NULL(test, buf);
+
+	for (kind = 0; kind < DS_NR_KINDS; kind++) {
+		KUNIT_EXPECT_NULL(test, ds_perf_map_buffer(0, kind, buf,
+							   SZ_64K + PAGE_SIZE));
+		KUNIT_EXPECT_NULL(test, ds_perf_map_buffer(0, kind, buf + 1,
+							   PAGE_SIZE));
+		KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), mapped);
+
+		KUNIT_EXPECT_NOT_NULL(test, ds_perf_map_buffer(0, kind, buf,
+							       SZ_64K));
+		KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped),
+				mapped + SZ_64K / PAGE_SIZE);
+		ds_perf_unmap_buffer(0, kind, SZ_64K);
+		KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), mapped);
+	}
+	free_pages((unsigned long)buf, order + 1);
+}
+
+/*
+ * With PTI on, the user page tables map @addr as the kernel's do. Those map
+ * it on Intel CPUs, the only ones percpu_setup_debug_store() sets up.
+ */
+static void ds_test_expect_user_mapped(struct kunit *test, int cpu,
+				       unsigned long addr)
+{
+#ifdef CONFIG_MITIGATION_PAGE_TABLE_ISOLATION
+	pgd_t *kpgd = pgd_offset_k(addr);
+	pte_t *kpte, *upte;
+	unsigned int level;
+
+	if (!boot_cpu_has(X86_FEATURE_PTI))
+		return;
+	kpte = lookup_address_in_pgd(kpgd, addr, &level);
+	upte = lookup_address_in_pgd(kernel_to_user_pgdp(kpgd), addr, &level);
+	KUNIT_ASSERT_NOT_NULL(test, kpte);
+	KUNIT_ASSERT_NOT_NULL_MSG(test, upte, "CPU %d", cpu);
+	if (boot_cpu_data.x86_vendor == X86_VENDOR_INTEL)
+		KUNIT_EXPECT_TRUE_MSG(test, pte_present(*kpte), "CPU %d", cpu);
+	KUNIT_EXPECT_EQ_MSG(test, pte_present(*upte), pte_present(*kpte),
+			    "CPU %d", cpu);
+	if (pte_present(*kpte))
+		KUNIT_EXPECT_EQ_MSG(test, pte_pfn(*upte), pte_pfn(*kpte),
+				    "CPU %d", cpu);
+#endif
+}
+
+/*
+ * perf's save area is each CPU's cpu_entry_area alias of cpu_debug_store
+ * (Documentation/arch/x86/debug-store.rst), the address the CPU can store
+ * through while the user page tables are loaded.
+ */
+static void ds_test_perf_area(struct kunit *test)
+{
+	struct debug_store *area;
+	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		area = ds_perf_area(cpu);
+		KUNIT_EXPECT_PTR_EQ(test, area,
+				    &get_cpu_entry_area(cpu)->cpu_debug_store);
+		ds_test_expect_user_mapped(test, cpu, (unsigned long)area);
+	}
+}
+
+static void ds_test_restore_ipi(void *area)
+{
+	ds_perf_restore(area);
+}
+
+/*
+ * After resume perf loads its save area into IA32_DS_AREA again, or clears
+ * the MSR, only while it holds the Debug Store: otherwise the MSR is the
+ * allocator's and keeps the allocator's area.
+ */
+static void ds_test_perf_restore(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	int cpu = cpumask_last(cpu_online_mask);
+	struct debug_store *area = ds_perf_area(cpu);
+	struct ds_test *dt = test->priv;
+	struct ds_tracer *tracer;
+
+	/* Nobody's: it stays clear. */
+	smp_call_function_single(cpu, ds_test_restore_ipi, area, 1);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
+
+	/* The allocator's: perf may not clear it. */
+	tracer = ds_test_keep(test, ds_request_bts_cpu(cpu, &cfg));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_ASSERT_EQ(test, per_cpu(ds_sim_ds_area, cpu),
+			(unsigned long)area);
+	smp_call_function_single(cpu, ds_test_restore_ipi, NULL, 1);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu),
+			(unsigned long)area);
+	ds_test_release(test, tracer);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
+
+	/* perf's: loaded and cleared as perf says. */
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	dt->perf_held = true;
+	smp_call_function_single(cpu, ds_test_restore_ipi, area, 1);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu),
+			(unsigned long)area);
+	smp_call_function_single(cpu, ds_test_restore_ipi, NULL, 1);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
+}
+
 static void ds_test_auto_falls_back(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
@@ -1549,6 +1672,9 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_perf_install),
 	KUNIT_CASE(ds_test_perf_bts_bits),
 	KUNIT_CASE(ds_test_perf_map),
+	KUNIT_CASE(ds_test_perf_map_refused),
+	KUNIT_CASE(ds_test_perf_area),
+	KUNIT_CASE(ds_test_perf_restore),
 	KUNIT_CASE(ds_test_auto_falls_back),
 	KUNIT_CASE(ds_test_no_hardware),
 	KUNIT_CASE(ds_test_bad_config),
