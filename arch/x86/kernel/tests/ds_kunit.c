@@ -40,6 +40,9 @@
 #define DS_TEST_STAGE_BYTES	65520
 #define DS_TEST_STAGE_IRQ_AT	2560
 
+#define DS_TEST_PERF_BUSY	\
+	"perf holds the Debug Store (it has hardware events): the simulated CPU would take over perf's DS_AREA and DEBUGCTL writes"
+
 struct ds_test {
 	struct ds_tracer	*tracers[DS_TEST_MAX_TRACERS];
 	bool			perf_held;
@@ -305,21 +308,33 @@ static const struct ds_hw_caps ds_test_full_caps = {
 
 static int ds_test_init(struct kunit *test)
 {
+	const char *busy = NULL;
 	struct ds_test *dt;
-	bool busy;
 
 	dt = kunit_kzalloc(test, sizeof(*dt), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, dt);
 
+	/*
+	 * The simulated CPU replaces the hardware for everyone, so it may not
+	 * while another client drives the Debug Store. perf holds it from its
+	 * first hardware event to its last (a kernel with the hardlockup
+	 * detector has one from boot on), and its PMU paths then call
+	 * ds_perf_*() at any time, NMI included.
+	 */
 	mutex_lock(&ds_mutex);
-	busy = ds_hw_users || ds_perf_held || ds_nr_emulated;
+	if (ds_perf_held)
+		busy = DS_TEST_PERF_BUSY;
+	else if (ds_hw_users)
+		busy = "another client has hardware tracers";
+	else if (ds_nr_emulated)
+		busy = "another client has emulated tracers";
 	if (!busy) {
 		dt->saved_emulated = ds_emulated;
 		WRITE_ONCE(ds_emulated, NULL);
 	}
 	mutex_unlock(&ds_mutex);
 	if (busy)
-		kunit_skip(test, "the Debug Store has other users");
+		kunit_skip(test, "%s", busy);
 
 	test->priv = dt;
 	ds_test_install(ds_test_full_caps);
