@@ -1871,8 +1871,10 @@ void *ds_perf_map_buffer(int cpu, enum ds_kind kind, void *buf, size_t size)
 	size_t slot = kind == DS_BTS ? sizeof(slots->bts_buffer) :
 				       sizeof(slots->pebs_buffer);
 
-	if (WARN_ON_ONCE(!ds_perf_granted() || size > slot ||
-			 !PAGE_ALIGNED(buf)))
+	if (WARN_ON_ONCE(!ds_perf_granted()))
+		return NULL;
+	/* ds.h promises NULL here: the caller's error to handle, no WARN. */
+	if (size > slot || !PAGE_ALIGNED(buf))
 		return NULL;
 	ds_hw->map(cea, buf, size);
 	return cea;

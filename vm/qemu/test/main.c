@@ -260,9 +260,16 @@ void unexpected_vector(u64 vec, u64 w1, u64 w2)
 
 /* ---- Buffer set-up and checks ---- */
 
+/*
+ * Every test starts with this many records of the buffer poisoned: a
+ * record the model must not write has to keep the poison.
+ */
+#define POISON_RECS	64
+#define POISON_BYTE	0xa5
+
 static void ds_setup(int nrec, u64 thresh)
 {
-	memset((void *)buf, 0xa5, 64 * REC_SIZE);
+	memset((void *)buf, POISON_BYTE, POISON_RECS * REC_SIZE);
 	ds->bts_buffer_base = (u64)buf;
 	ds->bts_index = (u64)buf;
 	ds->bts_absolute_maximum = (u64)buf + nrec * REC_SIZE;
@@ -278,10 +285,32 @@ static void ds_setup_plain(void)
 
 #define R(f, t)	{ (u64)(f), (u64)(t), 0 }
 
-/* Compare the slots [0, n) and the index (in records from the base). */
+/* The slots [n, POISON_RECS) still hold the poison ds_setup() wrote. */
+static int check_untouched(int n)
+{
+	const u8 *p = (const u8 *)&buf[n];
+	const u8 *end = (const u8 *)&buf[POISON_RECS];
+
+	for (; p < end; p++) {
+		if (*p == POISON_BYTE)
+			continue;
+		puts_serial("# written beyond the expected records: byte ");
+		put_hex((u64)(p - (const u8 *)buf));
+		puts_serial(" of the buffer\n");
+		return 0;
+	}
+	return 1;
+}
+
+/*
+ * Compare the slots [0, n) and the index (in records from the base), and
+ * check that nothing was written after slot n.
+ */
 static int check_slots(const struct bts_record *exp, int n, int index)
 {
-	int ok = 1, i;
+	int ok, i;
+
+	ok = check_untouched(n);
 
 	if (ds->bts_index != (u64)buf + index * REC_SIZE) {
 		diag_hex("bts_index", ds->bts_index);

@@ -3,12 +3,15 @@
  * KUnit suite for the emulated Branch Trace Store.
  *
  * Included at the end of ds_emulate.c (CONFIG_X86_DS_EMULATE_KUNIT_TEST) to
- * reach its static classifier: each case decodes a byte sequence in 32-bit
- * or 64-bit mode and checks the kind, the length and the taken decision for
- * given flags and count register.
+ * reach its static classifier and decode cache: the classifier cases decode
+ * a byte sequence in 32-bit or 64-bit mode and check the kind, the length
+ * and the taken decision for given flags and count register; the condition
+ * codes are checked against the SDM's definitions; the cache is looked up
+ * on user memory the test maps and rewrites.
  */
 
 #include <kunit/test.h>
+#include <linux/mman.h>
 
 /* Flags with no condition bit set, and each bit on its own. */
 #define DS_EMU_TEST_NONE	X86_EFLAGS_FIXED
@@ -216,43 +219,231 @@ static void ds_emu_test_truncated(struct kunit *test)
 			-EINVAL);
 }
 
-/* Every condition code is the negation of its partner. */
-static void ds_emu_test_cond_pairs(struct kunit *test)
+/*
+ * The SDM's definition of each condition code (Jcc, "Jump if Condition Is
+ * Met"), written out for all sixteen so that it shares nothing with the
+ * classifier's pairing of a condition with its negation.
+ */
+static bool ds_emu_test_sdm_cond(unsigned int cc, unsigned long flags)
 {
-	unsigned long flags;
-	unsigned int cc;
+	bool of = flags & X86_EFLAGS_OF, sf = flags & X86_EFLAGS_SF;
+	bool zf = flags & X86_EFLAGS_ZF, cf = flags & X86_EFLAGS_CF;
+	bool pf = flags & X86_EFLAGS_PF;
 
-	for (flags = 0; flags <= (X86_EFLAGS_CF | X86_EFLAGS_PF |
-				  X86_EFLAGS_ZF | X86_EFLAGS_SF |
-				  X86_EFLAGS_OF); flags++)
-		for (cc = 0; cc <= DS_EMU_CC_MASK; cc += 2)
-			KUNIT_EXPECT_NE(test, ds_emu_cond(cc, flags),
-					ds_emu_cond(cc | DS_EMU_CC_NEGATE,
-						    flags));
+	switch (cc) {
+	case 0x0:			/* jo */
+		return of;
+	case 0x1:			/* jno */
+		return !of;
+	case 0x2:			/* jb, jc, jnae */
+		return cf;
+	case 0x3:			/* jae, jnc, jnb */
+		return !cf;
+	case 0x4:			/* je, jz */
+		return zf;
+	case 0x5:			/* jne, jnz */
+		return !zf;
+	case 0x6:			/* jbe, jna */
+		return cf || zf;
+	case 0x7:			/* ja, jnbe */
+		return !cf && !zf;
+	case 0x8:			/* js */
+		return sf;
+	case 0x9:			/* jns */
+		return !sf;
+	case 0xa:			/* jp, jpe */
+		return pf;
+	case 0xb:			/* jnp, jpo */
+		return !pf;
+	case 0xc:			/* jl, jnge */
+		return sf != of;
+	case 0xd:			/* jge, jnl */
+		return sf == of;
+	case 0xe:			/* jle, jng */
+		return zf || sf != of;
+	default:			/* jg, jnle */
+		return !zf && sf == of;
+	}
 }
 
-/* The cache: a hit needs the same IP, mode and bytes. */
-static void ds_emu_test_cache_slot(struct kunit *test)
+/* The five flags a condition code reads. */
+static const unsigned long ds_emu_test_cond_flags[] = {
+	X86_EFLAGS_CF, X86_EFLAGS_PF, X86_EFLAGS_ZF, X86_EFLAGS_SF,
+	X86_EFLAGS_OF,
+};
+
+/* Flags no condition reads: they must not change a verdict. */
+#define DS_EMU_TEST_OTHER_FLAGS	(X86_EFLAGS_AF | X86_EFLAGS_TF |	\
+				 X86_EFLAGS_IF | X86_EFLAGS_DF)
+
+/* Flags with the bits of @combo set, each bit standing for one flag. */
+static unsigned long ds_emu_test_flags(unsigned int combo)
 {
+	unsigned long flags = DS_EMU_TEST_NONE;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(ds_emu_test_cond_flags); i++)
+		if (combo & BIT(i))
+			flags |= ds_emu_test_cond_flags[i];
+	return flags;
+}
+
+/*
+ * Every jcc, in its rel8 and its rel32 encoding, against every combination
+ * of the flags it may read: the trace's verdict is the SDM's.
+ */
+static void ds_emu_test_cond_sdm(struct kunit *test)
+{
+	unsigned int cc, combo, nr = BIT(ARRAY_SIZE(ds_emu_test_cond_flags));
+	u8 jcc8[MAX_INSN_SIZE] = { [0 ... MAX_INSN_SIZE - 1] = 0xcc };
+	u8 jcc32[MAX_INSN_SIZE] = { [0 ... MAX_INSN_SIZE - 1] = 0xcc };
+	struct ds_emu_insn in8 = {}, in32 = {};
+	unsigned long flags;
+	bool want;
+
+	for (cc = 0; cc <= DS_EMU_CC_MASK; cc++) {
+		/* 70+cc rel8, and 0f 80+cc rel32 */
+		jcc8[0] = 0x70 + cc;
+		jcc8[1] = 0x10;
+		jcc32[0] = 0x0f;
+		jcc32[1] = 0x80 + cc;
+		memset(&jcc32[2], 0, 4);
+		KUNIT_ASSERT_EQ(test, ds_emu_classify(jcc8, sizeof(jcc8), true,
+						      &in8), 0);
+		KUNIT_ASSERT_EQ(test, ds_emu_classify(jcc32, sizeof(jcc32),
+						      false, &in32), 0);
+		KUNIT_ASSERT_EQ(test, in8.kind, DS_EMU_JCC);
+		KUNIT_ASSERT_EQ(test, in32.kind, DS_EMU_JCC);
+
+		for (combo = 0; combo < nr; combo++) {
+			flags = ds_emu_test_flags(combo);
+			want = ds_emu_test_sdm_cond(cc, flags);
+			KUNIT_EXPECT_EQ_MSG(test, ds_emu_taken(&in8, flags, 0),
+					    want, "rel8 cc %#x flags %#lx",
+					    cc, flags);
+			KUNIT_EXPECT_EQ_MSG(test, ds_emu_taken(&in32, flags, 0),
+					    want, "rel32 cc %#x flags %#lx",
+					    cc, flags);
+			flags |= DS_EMU_TEST_OTHER_FLAGS;
+			KUNIT_EXPECT_EQ_MSG(test, ds_emu_taken(&in8, flags, 0),
+					    want, "rel8 cc %#x flags %#lx",
+					    cc, flags);
+		}
+	}
+}
+
+/* A page of user memory in the test's own mm. */
+static unsigned long ds_emu_test_user_page(struct kunit *test)
+{
+	unsigned long addr;
+
+	addr = kunit_vm_mmap(test, NULL, 0, PAGE_SIZE,
+			     PROT_READ | PROT_WRITE | PROT_EXEC,
+			     MAP_ANONYMOUS | MAP_PRIVATE, 0);
+	KUNIT_ASSERT_NE_MSG(test, addr, 0, "no user mm for the test");
+	KUNIT_ASSERT_LT_MSG(test, addr, (unsigned long)TASK_SIZE,
+			    "no user page for the test");
+	return addr;
+}
+
+static void ds_emu_test_poke(struct kunit *test, unsigned long ip,
+			     const u8 *bytes, size_t len)
+{
+	KUNIT_ASSERT_EQ(test, copy_to_user((void __user *)ip, bytes, len), 0);
+}
+
+/* Spoil the cached entry at @ip: only a hit can hand the spoilt one back. */
+static void ds_emu_test_mark(struct ds_emu_task *st, unsigned long ip)
+{
+	ds_emu_slot(st, ip)->cond = U8_MAX;
+}
+
+/*
+ * The decode cache, through the real lookup on real user memory: a hit
+ * only for the same IP, the same mode and the same instruction bytes. Any
+ * one of them different, the instruction is fetched and decoded again:
+ * another IP sharing the slot, the other mode, code that was rewritten.
+ */
+static void ds_emu_test_cache(struct kunit *test)
+{
+	static const u8 jz[] = { 0x74, 0x10 }, jnz[] = { 0x75, 0x10 };
+	static const u8 disp = 0x20;
+	const struct ds_emu_insn *in;
+	unsigned long page, ip, other;
 	struct ds_emu_task *st;
 
 	st = kunit_kzalloc(test, sizeof(*st), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, st);
-	KUNIT_EXPECT_PTR_EQ(test, ds_emu_slot(st, 0x401000),
-			    ds_emu_slot(st, 0x401000));
-	KUNIT_EXPECT_TRUE(test, ds_emu_slot(st, 0x401000) >= st->cache &&
-			  ds_emu_slot(st, 0x401000) <
-			  st->cache + DS_EMU_CACHE_SIZE);
-	/* Neighbouring instructions do not share a slot. */
-	KUNIT_EXPECT_PTR_NE(test, ds_emu_slot(st, 0x401000),
-			    ds_emu_slot(st, 0x401002));
+	page = ds_emu_test_user_page(test);
+	ip = page;
+	/* Another IP with the same slot, far enough not to overlap. */
+	for (other = ip + MAX_INSN_SIZE; other + MAX_INSN_SIZE <= page +
+	     PAGE_SIZE; other++)
+		if (ds_emu_slot(st, other) == ds_emu_slot(st, ip))
+			break;
+	KUNIT_ASSERT_LE(test, other + MAX_INSN_SIZE, page + PAGE_SIZE);
+	ds_emu_test_poke(test, ip, jz, sizeof(jz));
+	ds_emu_test_poke(test, other, jz, sizeof(jz));
+
+	/* First sight: fetched and decoded. */
+	in = ds_emu_lookup(st, ip, true);
+	KUNIT_ASSERT_NOT_NULL(test, in);
+	KUNIT_EXPECT_EQ(test, in->ip, ip);
+	KUNIT_EXPECT_EQ(test, in->kind, DS_EMU_JCC);
+	KUNIT_EXPECT_FALSE(test, ds_emu_taken(in, DS_EMU_TEST_NONE, 0));
+	KUNIT_EXPECT_EQ(test, st->misses, 1);
+	KUNIT_EXPECT_EQ(test, st->hits, 0);
+
+	/* Same IP, mode and bytes: the entry itself, not decoded again. */
+	ds_emu_test_mark(st, ip);
+	in = ds_emu_lookup(st, ip, true);
+	KUNIT_ASSERT_NOT_NULL(test, in);
+	KUNIT_EXPECT_EQ(test, in->cond, U8_MAX);
+	KUNIT_EXPECT_EQ(test, st->hits, 1);
+	KUNIT_EXPECT_EQ(test, st->misses, 1);
+
+	/* Same slot, mode and bytes, another IP: decoded there. */
+	in = ds_emu_lookup(st, other, true);
+	KUNIT_ASSERT_NOT_NULL(test, in);
+	KUNIT_EXPECT_EQ(test, in->ip, other);
+	KUNIT_EXPECT_NE(test, in->cond, U8_MAX);
+	KUNIT_EXPECT_EQ(test, st->misses, 2);
+
+	/* Same IP and bytes, the other mode: decoded in that mode. */
+	ds_emu_test_mark(st, other);
+	in = ds_emu_lookup(st, other, false);
+	KUNIT_ASSERT_NOT_NULL(test, in);
+	KUNIT_EXPECT_FALSE(test, in->mode64);
+	KUNIT_EXPECT_NE(test, in->cond, U8_MAX);
+	KUNIT_EXPECT_EQ(test, st->misses, 3);
+	in = ds_emu_lookup(st, other, false);
+	KUNIT_EXPECT_EQ(test, st->hits, 2);
+
+	/* Same IP and mode, rewritten: the new instruction, not the old. */
+	ds_emu_test_mark(st, other);
+	ds_emu_test_poke(test, other, jnz, sizeof(jnz));
+	in = ds_emu_lookup(st, other, false);
+	KUNIT_ASSERT_NOT_NULL(test, in);
+	KUNIT_EXPECT_NE(test, in->cond, U8_MAX);
+	KUNIT_EXPECT_TRUE(test, ds_emu_taken(in, DS_EMU_TEST_NONE, 0));
+	KUNIT_EXPECT_FALSE(test, ds_emu_taken(in, X86_EFLAGS_ZF, 0));
+	KUNIT_EXPECT_EQ(test, st->misses, 4);
+	KUNIT_EXPECT_EQ(test, st->hits, 2);
+
+	/* The last byte rewritten counts as much as the first. */
+	ds_emu_test_mark(st, other);
+	ds_emu_test_poke(test, other + 1, &disp, sizeof(disp));
+	in = ds_emu_lookup(st, other, false);
+	KUNIT_ASSERT_NOT_NULL(test, in);
+	KUNIT_EXPECT_NE(test, in->cond, U8_MAX);
+	KUNIT_EXPECT_EQ(test, st->misses, 5);
 }
 
 static struct kunit_case ds_emu_test_cases_list[] = {
 	KUNIT_CASE_PARAM(ds_emu_test_classify, ds_emu_classify_gen_params),
 	KUNIT_CASE(ds_emu_test_truncated),
-	KUNIT_CASE(ds_emu_test_cond_pairs),
-	KUNIT_CASE(ds_emu_test_cache_slot),
+	KUNIT_CASE(ds_emu_test_cond_sdm),
+	KUNIT_CASE(ds_emu_test_cache),
 	{}
 };
 

@@ -5,10 +5,10 @@
  * The x86_ds suite replaces the MSR accessors with a simulated CPU. This
  * suite does the opposite: through the public <asm/ds.h> API only, it asks
  * for DS_BACKEND_HARDWARE tracers, runs a known loop of kernel code on the
- * traced CPU or in the traced task and checks the records the CPU stored,
- * with page table isolation as the kernel was booted. It needs a CPU that
- * has BTS, such as the BTS machine model (vm/qemu); elsewhere every case
- * is skipped.
+ * traced CPU or in the traced task, or a known loop of a tiny user program,
+ * and checks the records the CPU stored, with page table isolation as the
+ * kernel was booted. It needs a CPU that has BTS, such as the BTS machine
+ * model (vm/qemu); elsewhere every case is skipped.
  */
 
 #include <kunit/test.h>
@@ -16,15 +16,23 @@
 #include <linux/completion.h>
 #include <linux/cpufeature.h>
 #include <linux/cpumask.h>
+#include <linux/elf.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/initrd.h>
 #include <linux/jiffies.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
+#include <linux/mount.h>
+#include <linux/namei.h>
 #include <linux/preempt.h>
 #include <linux/sched.h>
 #include <linux/smp.h>
+#include <linux/umh.h>
 #include <linux/workqueue.h>
 
 #include <asm/ds.h>
+#include <asm/unistd.h>
 
 /* Taken jumps of a short run: the staging buffer holds them all. */
 #define DS_HW_LOOPS		1000
@@ -45,6 +53,14 @@
 #define DS_HW_CYCLES		8
 /* Under TCG the machine model is slow. */
 #define DS_HW_TIMEOUT		(30 * HZ)
+
+/*
+ * The user program of the user-mode case, written into the root file
+ * system for the length of the case: a static ELF executable of the
+ * kernel's own class, loaded at the customary address.
+ */
+#define DS_HW_USER_PATH		"/ds_hw_kunit_loop"
+#define DS_HW_USER_BASE		0x400000UL
 
 #define DS_HW_SKIP_REASON \
 	"needs BTS hardware: runs on the BTS machine model (make test, run 'bts')"
@@ -150,6 +166,160 @@ static void ds_hw_run_work_suspend(struct kunit *test, int cpu,
 	run->loops = loops;
 	run->suspend = tracer;
 	KUNIT_ASSERT_EQ(test, work_on_cpu(cpu, ds_hw_loop_work, run), 0);
+}
+
+/*
+ * The user program's code: @loops taken jumps from the JNS to the DEC, as
+ * ds_hw_loop() makes in the kernel, then exit(0). The encodings mean the
+ * same in 32-bit and 64-bit mode up to the system call.
+ *
+ *	mov	$loops, %ecx
+ * 1:	dec	%ecx
+ * 2:	jns	1b
+ *	mov	$__NR_exit, %eax
+ *	xor	%edi, %edi		(32-bit: xor %ebx, %ebx)
+ *	syscall				(32-bit: int $0x80)
+ */
+#define DS_HW_USER_COUNT	1
+#define DS_HW_USER_DEC		5
+#define DS_HW_USER_JNS		7
+#define DS_HW_USER_NR		10
+#define DS_HW_USER_CODE		18
+
+struct ds_hw_user_image {
+	struct elfhdr	ehdr;
+	struct elf_phdr	phdr;
+	u8		code[DS_HW_USER_CODE];
+};
+
+static void ds_hw_user_code(u8 *code, u32 loops)
+{
+	static const u8 tmpl[DS_HW_USER_CODE] = {
+		0xb9, 0, 0, 0, 0,
+		0xff, 0xc9,
+		0x79, 0xfc,
+		0xb8, 0, 0, 0, 0,
+#ifdef CONFIG_X86_64
+		0x31, 0xff,
+		0x0f, 0x05,
+#else
+		0x31, 0xdb,
+		0xcd, 0x80,
+#endif
+	};
+	u32 nr = __NR_exit;
+
+	memcpy(code, tmpl, sizeof(tmpl));
+	memcpy(&code[DS_HW_USER_COUNT], &loops, sizeof(loops));
+	memcpy(&code[DS_HW_USER_NR], &nr, sizeof(nr));
+}
+
+/* Where the loaded program's code starts. */
+#define DS_HW_USER_TEXT	(DS_HW_USER_BASE + \
+			 offsetof(struct ds_hw_user_image, code))
+
+static void ds_hw_user_image(struct ds_hw_user_image *img, u32 loops)
+{
+	memset(img, 0, sizeof(*img));
+	memcpy(img->ehdr.e_ident, ELFMAG, SELFMAG);
+	img->ehdr.e_ident[EI_CLASS] = ELF_CLASS;
+	img->ehdr.e_ident[EI_DATA] = ELF_DATA;
+	img->ehdr.e_ident[EI_VERSION] = EV_CURRENT;
+	img->ehdr.e_type = ET_EXEC;
+	img->ehdr.e_machine = ELF_ARCH;
+	img->ehdr.e_version = EV_CURRENT;
+	img->ehdr.e_entry = DS_HW_USER_TEXT;
+	img->ehdr.e_phoff = offsetof(struct ds_hw_user_image, phdr);
+	img->ehdr.e_ehsize = sizeof(img->ehdr);
+	img->ehdr.e_phentsize = sizeof(img->phdr);
+	img->ehdr.e_phnum = 1;
+
+	img->phdr.p_type = PT_LOAD;
+	img->phdr.p_vaddr = DS_HW_USER_BASE;
+	img->phdr.p_paddr = DS_HW_USER_BASE;
+	img->phdr.p_filesz = sizeof(*img);
+	img->phdr.p_memsz = sizeof(*img);
+	img->phdr.p_flags = PF_R | PF_X;
+	img->phdr.p_align = PAGE_SIZE;
+
+	ds_hw_user_code(img->code, loops);
+}
+
+static void ds_hw_user_unlink(void)
+{
+	struct dentry *dentry;
+	struct path parent;
+
+	dentry = kern_path_locked(DS_HW_USER_PATH, &parent);
+	if (IS_ERR(dentry))
+		return;
+	if (d_is_positive(dentry))
+		vfs_unlink(mnt_idmap(parent.mnt), d_inode(parent.dentry),
+			   dentry, NULL);
+	dput(dentry);
+	inode_unlock(d_inode(parent.dentry));
+	path_put(&parent);
+}
+
+static void ds_hw_user_write(struct kunit *test,
+			     const struct ds_hw_user_image *img)
+{
+	struct file *file;
+	loff_t pos = 0;
+	ssize_t n;
+
+	file = filp_open(DS_HW_USER_PATH, O_CREAT | O_WRONLY | O_TRUNC, 0700);
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(file), "%s: %ld", DS_HW_USER_PATH,
+			       PTR_ERR(file));
+	n = kernel_write(file, img, sizeof(*img), &pos);
+	/*
+	 * A kernel thread's last fput() is deferred, and exec refuses a file
+	 * still open for writing: close it now, as the initramfs code does.
+	 */
+	fput(file);
+	flush_delayed_fput();
+	KUNIT_ASSERT_EQ(test, n, (ssize_t)sizeof(*img));
+}
+
+/* In the helper before its exec: the program runs on the traced CPU. */
+static int ds_hw_user_pin(struct subprocess_info *info, struct cred *new)
+{
+	int *cpu = info->data;
+
+	return set_cpus_allowed_ptr(current, cpumask_of(*cpu));
+}
+
+/* Run the user program on @cpu; @run gets the addresses of its jump. */
+static void ds_hw_run_user(struct kunit *test, int cpu, struct ds_hw_run *run,
+			   u32 loops)
+{
+	struct subprocess_info *info;
+	struct ds_hw_user_image *img;
+	char *argv[2], *envp[1];
+	int ret;
+
+	img = kunit_kzalloc(test, sizeof(*img), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, img);
+	ds_hw_user_image(img, loops);
+	ds_hw_user_write(test, img);
+
+	/* Helpers run once the initramfs is in; KUnit may run before. */
+	wait_for_initramfs();
+	argv[0] = DS_HW_USER_PATH;
+	argv[1] = NULL;
+	envp[0] = NULL;
+	info = call_usermodehelper_setup(DS_HW_USER_PATH, argv, envp,
+					 GFP_KERNEL, ds_hw_user_pin, NULL,
+					 &cpu);
+	KUNIT_ASSERT_NOT_NULL(test, info);
+	ret = call_usermodehelper_exec(info, UMH_WAIT_PROC);
+	ds_hw_user_unlink();
+	KUNIT_ASSERT_EQ_MSG(test, ret, 0, "%s", DS_HW_USER_PATH);
+
+	run->loops = loops;
+	run->suspend = NULL;
+	run->from = DS_HW_USER_TEXT + DS_HW_USER_JNS;
+	run->to = DS_HW_USER_TEXT + DS_HW_USER_DEC;
 }
 
 /**
@@ -276,19 +446,30 @@ static void ds_hw_test_cpu_kernel(struct kunit *test)
 	KUNIT_EXPECT_LT(test, run.to, run.from);
 }
 
-/* BTS_OFF_OS: a user-mode tracer never sees kernel code. */
+/*
+ * BTS_OFF_OS: a user-mode tracer of a CPU gets every jump of the user
+ * program that ran there, and nothing else: no jump of kernel code, no
+ * branch into or out of the kernel. No other user code runs while KUnit
+ * does, so the records are the program's jumps, exactly.
+ */
 static void ds_hw_test_cpu_user_only(struct kunit *test)
 {
 	struct ds_hw_test *t = test->priv;
 	int cpu = ds_hw_traced_cpu(test);
+	struct ds_hw_run run, urun;
 	struct ds_geometry geom;
-	struct ds_hw_run run;
 
 	t->tracer = ds_hw_request_cpu(test, cpu, DS_HW_BIG_SIZE, DS_USER);
 	ds_hw_run_ipi(test, cpu, &run, DS_HW_LOOPS);
 	ds_hw_run_work(test, cpu, &run, DS_HW_LOOPS);
+	ds_hw_run_user(test, cpu, &urun, DS_HW_LOOPS + 1);
+	KUNIT_ASSERT_EQ(test, ds_suspend(t->tracer), 0);
 
 	KUNIT_EXPECT_EQ(test, ds_hw_scan(test, t->tracer, &run, &geom), 0);
+	KUNIT_EXPECT_EQ(test, ds_hw_scan(test, t->tracer, &urun, &geom),
+			DS_HW_LOOPS + 1);
+	KUNIT_EXPECT_EQ(test, geom.count, DS_HW_LOOPS + 1);
+	KUNIT_EXPECT_EQ(test, geom.lost, 0);
 	ds_hw_expect_user_only(test, t->tracer, &geom);
 }
 
@@ -327,18 +508,25 @@ static void ds_hw_test_wrap(struct kunit *test)
 				      sizeof(struct ds_bts_record), DS_KERNEL);
 	ds_hw_run_work(test, cpu, &run, DS_HW_LONG_LOOPS);
 
-	ds_hw_scan(test, t->tracer, &run, &geom);
+	/*
+	 * What ran after the loop may have overwritten all of its records:
+	 * none is required, and at most a buffer's worth can be there.
+	 */
+	KUNIT_EXPECT_LE(test, ds_hw_scan(test, t->tracer, &run, &geom),
+			DS_HW_TINY_RECORDS);
 	KUNIT_EXPECT_EQ(test, geom.capacity, DS_HW_TINY_RECORDS);
 	KUNIT_EXPECT_EQ(test, geom.count, DS_HW_TINY_RECORDS);
-	KUNIT_EXPECT_LT(test, geom.index, DS_HW_TINY_RECORDS);
 	KUNIT_EXPECT_GE(test, geom.lost,
 			DS_HW_LONG_LOOPS - DS_HW_TINY_RECORDS);
+	/* Every record went into the next slot, round and round. */
+	KUNIT_EXPECT_EQ(test, geom.index,
+			(geom.count + geom.lost) % DS_HW_TINY_RECORDS);
 
 	/* Suspended, a clear empties it for good. */
 	KUNIT_ASSERT_EQ(test, ds_suspend(t->tracer), 0);
 	KUNIT_ASSERT_EQ(test, ds_clear(t->tracer), 0);
 	ds_hw_run_ipi(test, cpu, &run, DS_HW_LOOPS);
-	ds_hw_scan(test, t->tracer, &run, &geom);
+	KUNIT_EXPECT_EQ(test, ds_hw_scan(test, t->tracer, &run, &geom), 0);
 	KUNIT_EXPECT_EQ(test, geom.count, 0);
 	KUNIT_EXPECT_EQ(test, geom.index, 0);
 	KUNIT_EXPECT_EQ(test, geom.lost, 0);
@@ -371,7 +559,9 @@ static void ds_hw_test_suspend_resume(struct kunit *test)
 
 	KUNIT_ASSERT_EQ(test, ds_resume(t->tracer), 0);
 	KUNIT_EXPECT_TRUE(test, ds_tracer_recording(t->tracer));
-	ds_hw_scan(test, t->tracer, &run, &geom);
+	/* Resumed, but the loop has not run again. */
+	KUNIT_EXPECT_EQ(test, ds_hw_scan(test, t->tracer, &run, &geom),
+			DS_HW_LOOPS);
 	KUNIT_EXPECT_EQ(test, geom.status, 0);
 	ds_hw_run_work_suspend(test, cpu, &run, DS_HW_LOOPS, t->tracer);
 	loops = ds_hw_scan(test, t->tracer, &run, &geom);
@@ -412,7 +602,7 @@ static void ds_hw_test_notify(struct kunit *test)
 	int cpu = ds_hw_traced_cpu(test);
 	struct ds_geometry geom;
 	struct ds_hw_run run;
-	size_t count;
+	size_t count, loops;
 
 	t->tracer = ds_request_bts_cpu(cpu, &cfg);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, t->tracer);
@@ -425,8 +615,8 @@ static void ds_hw_test_notify(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, ds_tracer_recording(t->tracer));
 
 	/* It paused within the run. */
-	KUNIT_EXPECT_LT(test, ds_hw_scan(test, t->tracer, &run, &geom),
-			DS_HW_LOOPS);
+	loops = ds_hw_scan(test, t->tracer, &run, &geom);
+	KUNIT_EXPECT_LT(test, loops, DS_HW_LOOPS);
 	KUNIT_EXPECT_EQ(test, geom.status, DS_STATUS_PAUSED);
 	KUNIT_EXPECT_EQ(test, geom.threshold, DS_HW_NOTIFY_THRESHOLD);
 	KUNIT_EXPECT_GE(test, geom.count, DS_HW_NOTIFY_THRESHOLD);
@@ -434,13 +624,17 @@ static void ds_hw_test_notify(struct kunit *test)
 
 	/* Paused, it records nothing. */
 	ds_hw_run_ipi(test, cpu, &run, DS_HW_LOOPS);
-	ds_hw_scan(test, t->tracer, &run, &geom);
+	KUNIT_EXPECT_EQ(test, ds_hw_scan(test, t->tracer, &run, &geom), loops);
 	KUNIT_EXPECT_EQ(test, geom.count, count);
 
-	/* Resumed, it fills the buffer and counts what did not fit. */
+	/*
+	 * Resumed, it fills the buffer and counts what did not fit, keeping
+	 * what it held. Whatever the CPU runs before the loop (a console
+	 * write, say) may fill the rest, so no new jump is required.
+	 */
 	KUNIT_ASSERT_EQ(test, ds_resume(t->tracer), 0);
 	ds_hw_run_work(test, cpu, &run, DS_HW_LONG_LOOPS);
-	ds_hw_scan(test, t->tracer, &run, &geom);
+	KUNIT_EXPECT_GE(test, ds_hw_scan(test, t->tracer, &run, &geom), loops);
 	KUNIT_EXPECT_EQ(test, geom.count, geom.capacity);
 	KUNIT_EXPECT_GE(test, geom.lost,
 			DS_HW_LONG_LOOPS - DS_HW_NOTIFY_RECORDS);
@@ -604,6 +798,8 @@ static void ds_hw_test_exit(struct kunit *test)
 	ds_release(t->task_tracer);
 	if (t->thread)
 		kthread_stop(t->thread);
+	/* A case that failed half-way may have left its program behind. */
+	ds_hw_user_unlink();
 
 	/* Nothing left behind: every CPU and this task can be traced again. */
 	for_each_online_cpu(cpu) {

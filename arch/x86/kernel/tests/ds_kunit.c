@@ -28,6 +28,21 @@
 #define DS_TEST_EXIT_WAIT_MS	10
 #define DS_TEST_EXIT_TRIES	500
 
+/*
+ * The BTS staging buffer, worked out by hand from the documentation
+ * (Documentation/arch/x86/debug-store.rst): the 64 KiB cpu_entry_area slot
+ * holds 2730 records of 24 bytes (65520 bytes). It interrupts a sixteenth
+ * before it is full, 170 records (2730 / 16, rounded down) before the end,
+ * and the SDM's CPU interrupts when the index reaches the threshold: as it
+ * stores the 2560th record.
+ */
+#define DS_TEST_STAGE_RECORDS	2730
+#define DS_TEST_STAGE_BYTES	65520
+#define DS_TEST_STAGE_IRQ_AT	2560
+
+#define DS_TEST_PERF_BUSY	\
+	"perf holds the Debug Store (it has hardware events): the simulated CPU would take over perf's DS_AREA and DEBUGCTL writes"
+
 struct ds_test {
 	struct ds_tracer	*tracers[DS_TEST_MAX_TRACERS];
 	bool			perf_held;
@@ -293,21 +308,33 @@ static const struct ds_hw_caps ds_test_full_caps = {
 
 static int ds_test_init(struct kunit *test)
 {
+	const char *busy = NULL;
 	struct ds_test *dt;
-	bool busy;
 
 	dt = kunit_kzalloc(test, sizeof(*dt), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, dt);
 
+	/*
+	 * The simulated CPU replaces the hardware for everyone, so it may not
+	 * while another client drives the Debug Store. perf holds it from its
+	 * first hardware event to its last (a kernel with the hardlockup
+	 * detector has one from boot on), and its PMU paths then call
+	 * ds_perf_*() at any time, NMI included.
+	 */
 	mutex_lock(&ds_mutex);
-	busy = ds_hw_users || ds_perf_held || ds_nr_emulated;
+	if (ds_perf_held)
+		busy = DS_TEST_PERF_BUSY;
+	else if (ds_hw_users)
+		busy = "another client has hardware tracers";
+	else if (ds_nr_emulated)
+		busy = "another client has emulated tracers";
 	if (!busy) {
 		dt->saved_emulated = ds_emulated;
 		WRITE_ONCE(ds_emulated, NULL);
 	}
 	mutex_unlock(&ds_mutex);
 	if (busy)
-		kunit_skip(test, "the Debug Store has other users");
+		kunit_skip(test, "%s", busy);
 
 	test->priv = dt;
 	ds_test_install(ds_test_full_caps);
@@ -589,6 +616,129 @@ static void ds_test_perf_map(struct kunit *test)
 	free_page((unsigned long)buf);
 }
 
+/*
+ * A buffer that does not fit its slot is refused, with nothing mapped; one
+ * that fills the 64 KiB slot exactly is taken.
+ */
+static void ds_test_perf_map_refused(struct kunit *test)
+{
+	long mapped = atomic_long_read(&ds_sim_mapped);
+	unsigned int order = get_order(SZ_64K);
+	struct ds_test *dt = test->priv;
+	enum ds_kind kind;
+	void *buf;
+
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	dt->perf_held = true;
+	buf = (void *)__get_free_pages(GFP_KERNEL, order + 1);
+	KUNIT_ASSERT_NOT_NULL(test, buf);
+
+	for (kind = 0; kind < DS_NR_KINDS; kind++) {
+		KUNIT_EXPECT_NULL(test, ds_perf_map_buffer(0, kind, buf,
+							   SZ_64K + PAGE_SIZE));
+		KUNIT_EXPECT_NULL(test, ds_perf_map_buffer(0, kind, buf + 1,
+							   PAGE_SIZE));
+		KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), mapped);
+
+		KUNIT_EXPECT_NOT_NULL(test, ds_perf_map_buffer(0, kind, buf,
+							       SZ_64K));
+		KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped),
+				mapped + SZ_64K / PAGE_SIZE);
+		ds_perf_unmap_buffer(0, kind, SZ_64K);
+		KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), mapped);
+	}
+	free_pages((unsigned long)buf, order + 1);
+}
+
+/*
+ * With PTI on, the user page tables map @addr as the kernel's do. Those map
+ * it on Intel CPUs, the only ones percpu_setup_debug_store() sets up.
+ */
+static void ds_test_expect_user_mapped(struct kunit *test, int cpu,
+				       unsigned long addr)
+{
+#ifdef CONFIG_MITIGATION_PAGE_TABLE_ISOLATION
+	pgd_t *kpgd = pgd_offset_k(addr);
+	pte_t *kpte, *upte;
+	unsigned int level;
+
+	if (!boot_cpu_has(X86_FEATURE_PTI))
+		return;
+	kpte = lookup_address_in_pgd(kpgd, addr, &level);
+	upte = lookup_address_in_pgd(kernel_to_user_pgdp(kpgd), addr, &level);
+	KUNIT_ASSERT_NOT_NULL(test, kpte);
+	KUNIT_ASSERT_NOT_NULL_MSG(test, upte, "CPU %d", cpu);
+	if (boot_cpu_data.x86_vendor == X86_VENDOR_INTEL)
+		KUNIT_EXPECT_TRUE_MSG(test, pte_present(*kpte), "CPU %d", cpu);
+	KUNIT_EXPECT_EQ_MSG(test, pte_present(*upte), pte_present(*kpte),
+			    "CPU %d", cpu);
+	if (pte_present(*kpte))
+		KUNIT_EXPECT_EQ_MSG(test, pte_pfn(*upte), pte_pfn(*kpte),
+				    "CPU %d", cpu);
+#endif
+}
+
+/*
+ * perf's save area is each CPU's cpu_entry_area alias of cpu_debug_store
+ * (Documentation/arch/x86/debug-store.rst), the address the CPU can store
+ * through while the user page tables are loaded.
+ */
+static void ds_test_perf_area(struct kunit *test)
+{
+	struct debug_store *area;
+	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		area = ds_perf_area(cpu);
+		KUNIT_EXPECT_PTR_EQ(test, area,
+				    &get_cpu_entry_area(cpu)->cpu_debug_store);
+		ds_test_expect_user_mapped(test, cpu, (unsigned long)area);
+	}
+}
+
+static void ds_test_restore_ipi(void *area)
+{
+	ds_perf_restore(area);
+}
+
+/*
+ * After resume perf loads its save area into IA32_DS_AREA again, or clears
+ * the MSR, only while it holds the Debug Store: otherwise the MSR is the
+ * allocator's and keeps the allocator's area.
+ */
+static void ds_test_perf_restore(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	int cpu = cpumask_last(cpu_online_mask);
+	struct debug_store *area = ds_perf_area(cpu);
+	struct ds_test *dt = test->priv;
+	struct ds_tracer *tracer;
+
+	/* Nobody's: it stays clear. */
+	smp_call_function_single(cpu, ds_test_restore_ipi, area, 1);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
+
+	/* The allocator's: perf may not clear it. */
+	tracer = ds_test_keep(test, ds_request_bts_cpu(cpu, &cfg));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_ASSERT_EQ(test, per_cpu(ds_sim_ds_area, cpu),
+			(unsigned long)area);
+	smp_call_function_single(cpu, ds_test_restore_ipi, NULL, 1);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu),
+			(unsigned long)area);
+	ds_test_release(test, tracer);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
+
+	/* perf's: loaded and cleared as perf says. */
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	dt->perf_held = true;
+	smp_call_function_single(cpu, ds_test_restore_ipi, area, 1);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu),
+			(unsigned long)area);
+	smp_call_function_single(cpu, ds_test_restore_ipi, NULL, 1);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
+}
+
 static void ds_test_auto_falls_back(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
@@ -788,26 +938,28 @@ static void ds_test_hw_geometry(struct kunit *test)
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
 	struct ds_tracer *tracer = ds_test_task(test, &cfg);
 	struct ds_area_part *bts, *pebs;
+	struct cpu_entry_area *cea;
 	struct ds_cpu *dc;
-	size_t cap;
 
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	migrate_disable();
 	dc = this_cpu_ptr(&ds_cpus);
+	cea = get_cpu_entry_area(smp_processor_id());
 	bts = ds_part(dc->area, DS_BTS);
 	pebs = ds_part(dc->area, DS_PEBS);
-	cap = DS_STAGE_SIZE / DS_BTS_RECORD_SIZE;
-	KUNIT_EXPECT_EQ(test, dc->stage_cap[DS_BTS], cap);
-	KUNIT_EXPECT_EQ(test, bts->base, dc->stage_hw[DS_BTS]);
+	KUNIT_EXPECT_EQ(test, dc->stage_cap[DS_BTS], DS_TEST_STAGE_RECORDS);
+	/* The CPU stores into the cpu_entry_area slot, also under PTI. */
+	KUNIT_EXPECT_EQ(test, bts->base,
+			(u64)(unsigned long)cea->cpu_debug_buffers.bts_buffer);
 	KUNIT_EXPECT_EQ(test, bts->index, bts->base);
-	KUNIT_EXPECT_EQ(test, bts->absmax, bts->base + cap * DS_BTS_RECORD_SIZE);
+	KUNIT_EXPECT_EQ(test, bts->absmax, bts->base + DS_TEST_STAGE_BYTES);
 	KUNIT_EXPECT_EQ(test, bts->threshold,
-			bts->base + (cap - (cap >> DS_STAGE_MARGIN_SHIFT)) *
-			DS_BTS_RECORD_SIZE);
+			bts->base + DS_TEST_STAGE_IRQ_AT * DS_BTS_RECORD_SIZE);
 	/* No PEBS tracer: nothing fits, no interrupt. */
 	KUNIT_EXPECT_EQ(test, pebs->absmax, pebs->base);
 	KUNIT_EXPECT_GT(test, pebs->threshold, pebs->absmax);
-	KUNIT_EXPECT_EQ(test, this_cpu_read(ds_sim_ds_area), dc->area_hw);
+	KUNIT_EXPECT_EQ(test, this_cpu_read(ds_sim_ds_area),
+			(unsigned long)&cea->cpu_debug_store);
 	migrate_enable();
 	KUNIT_EXPECT_GT(test, atomic_long_read(&ds_sim_mapped), 0);
 }
@@ -1000,6 +1152,10 @@ static void ds_test_pebs_formats(struct kunit *test)
 	static const int sizes[DS_PEBS_NR_FORMATS] = {
 		144, 176, 192, 200, 32, 32, 32,
 	};
+	/* Format 0 stages in one page, the others in 64 KiB. */
+	static const size_t stage_cap[DS_PEBS_NR_FORMATS] = {
+		28, 372, 341, 327, 2048, 2048, 2048,
+	};
 	struct ds_config cfg = ds_test_cfg(PAGE_SIZE);
 	struct ds_hw_caps caps = ds_test_full_caps;
 	struct ds_tracer *tracer;
@@ -1016,7 +1172,7 @@ static void ds_test_pebs_formats(struct kunit *test)
 				PAGE_SIZE / sizes[fmt]);
 		KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).format, fmt);
 		KUNIT_EXPECT_EQ(test, per_cpu(ds_cpus, 0).stage_cap[DS_PEBS],
-				ds_stage_size(DS_PEBS) / sizes[fmt]);
+				stage_cap[fmt]);
 		ds_release(tracer);
 	}
 	caps.pebs_format = DS_PEBS_NR_FORMATS;
@@ -1248,19 +1404,20 @@ put_child:
 
 /* --- the hardware path --- */
 
+/*
+ * No notification threshold: the staging buffer interrupts a sixteenth
+ * before it is full, at DS_TEST_STAGE_IRQ_AT records, and not one earlier.
+ */
 static void ds_test_threshold_interrupt(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(DS_MAX_BUFFER_SIZE);
 	struct ds_tracer *tracer = ds_test_task(test, &cfg);
-	struct ds_area_part *part;
 	unsigned long flags;
-	size_t th, i;
+	size_t i;
 
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	local_irq_save(flags);
-	part = ds_part(this_cpu_ptr(&ds_cpus)->area, DS_BTS);
-	th = (size_t)(part->threshold - part->base) / DS_BTS_RECORD_SIZE;
-	for (i = 0; i + 1 < th; i++)
+	for (i = 0; i + 1 < DS_TEST_STAGE_IRQ_AT; i++)
 		ds_sim_branch(DS_TEST_FROM + i, DS_TEST_FROM + i, true);
 	/* Below the threshold the NMI is someone else's. */
 	KUNIT_EXPECT_EQ(test, ds_nmi_handler(NMI_LOCAL, NULL), NMI_DONE);
@@ -1270,8 +1427,9 @@ static void ds_test_threshold_interrupt(struct kunit *test)
 	local_irq_restore(flags);
 	ds_sim_settle(tracer);
 	/* The irq_work collected everything before any read. */
-	KUNIT_EXPECT_EQ(test, tracer->count, th);
-	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count, th);
+	KUNIT_EXPECT_EQ(test, tracer->count, DS_TEST_STAGE_IRQ_AT);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count,
+			DS_TEST_STAGE_IRQ_AT);
 }
 
 static void ds_test_expect_event(struct kunit *test, struct ds_tracer *tracer,
@@ -1529,6 +1687,9 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_perf_install),
 	KUNIT_CASE(ds_test_perf_bts_bits),
 	KUNIT_CASE(ds_test_perf_map),
+	KUNIT_CASE(ds_test_perf_map_refused),
+	KUNIT_CASE(ds_test_perf_area),
+	KUNIT_CASE(ds_test_perf_restore),
 	KUNIT_CASE(ds_test_auto_falls_back),
 	KUNIT_CASE(ds_test_no_hardware),
 	KUNIT_CASE(ds_test_bad_config),
