@@ -20,6 +20,13 @@ RUN_BZIMAGE := $(RUN_OBJ)/arch/x86/boot/bzImage
 I386_OBJ := $(BUILD)/obj-i386-test
 I386_BZIMAGE := $(I386_OBJ)/arch/x86/boot/bzImage
 I386_INITRD := $(BUILD)/initramfs-i386.cpio.gz
+# make test boots two more kernels, the test config without the series'
+# option (EIO; also make check's build, mk/builds.sh) and without the
+# emulated backend (EOPNOTSUPP, EBUSY).
+NODS_OBJ := $(BUILD)/obj-nods
+NODS_BZIMAGE := $(NODS_OBJ)/arch/x86/boot/bzImage
+NOEMU_OBJ := $(BUILD)/obj-noemu
+NOEMU_BZIMAGE := $(NOEMU_OBJ)/arch/x86/boot/bzImage
 OUTGOING:= $(BUILD)/outgoing
 JOBS    ?= $(shell nproc)
 
@@ -29,8 +36,8 @@ SELFTEST_TARGETS := x86 ptrace
 
 export BUILD
 
-.PHONY: help deps apt-check base tree refresh patches-check series check config kernel \
-	run-kernel i386-kernel initramfs-i386 bench headers selftests tools initramfs qemu qemu-test test run shell clean distclean
+.PHONY: help deps apt-check report-test base tree refresh patches-check series check config kernel \
+	run-kernel i386-kernel nods-kernel noemu-kernel initramfs-i386 bench headers selftests tools initramfs qemu qemu-test test run shell clean distclean
 
 help:
 	@echo "make run            boot the VM and show the demo"
@@ -48,6 +55,7 @@ help:
 	@echo "make qemu           build the BTS machine model (patched QEMU, cached)"
 	@echo "make qemu-test      the model's own test"
 	@echo "make deps           install the host packages (apt)"
+	@echo "make report-test    make test's verdict catches runs broken on purpose"
 	@echo "make apt-check      the package set-up survives a broken apt source"
 	@echo "                    and leaves /etc/apt and dpkg's architectures alone"
 
@@ -56,6 +64,10 @@ deps:
 
 apt-check:
 	@$(TOP)/mk/apt-check.sh
+
+# The verdict of make test against runs broken on purpose.
+report-test: tree
+	@python3 $(TOP)/mk/report_test.py $(SRC)
 
 base: deps
 	@$(TOP)/mk/base.sh
@@ -84,6 +96,7 @@ check: series
 		echo "check: checkpatch --strict clean"
 	@$(TOP)/mk/builds.sh $(SRC) $(BUILD)
 	@$(TOP)/mk/apt-check.sh
+	@python3 $(TOP)/mk/report_test.py $(SRC)
 
 # The config is regenerated only when the fragment or the series changed.
 $(OBJ)/.config: $(TOP)/vm/kernel.config $(BUILD)/tree-head
@@ -107,6 +120,24 @@ i386-kernel: tree
 	@$(MAKE) -s $(I386_OBJ)/.config
 	@echo "kernel: building $(I386_BZIMAGE)"
 	@flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC) O=$(I386_OBJ) ARCH=i386 -j$(JOBS) bzImage
+
+NODS_FRAGMENTS := $(TOP)/vm/kernel.config $(TOP)/vm/no-ds.config
+$(NODS_OBJ)/.config: $(NODS_FRAGMENTS) $(BUILD)/tree-head
+	@$(TOP)/mk/kconfig.sh $(SRC) $(NODS_OBJ) $(NODS_FRAGMENTS)
+
+nods-kernel: tree
+	@$(MAKE) -s $(NODS_OBJ)/.config
+	@echo "kernel: building $(NODS_BZIMAGE)"
+	@flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC) O=$(NODS_OBJ) ARCH=x86_64 -j$(JOBS) bzImage
+
+NOEMU_FRAGMENTS := $(TOP)/vm/kernel.config $(TOP)/vm/no-emulate.config
+$(NOEMU_OBJ)/.config: $(NOEMU_FRAGMENTS) $(BUILD)/tree-head
+	@$(TOP)/mk/kconfig.sh $(SRC) $(NOEMU_OBJ) $(NOEMU_FRAGMENTS)
+
+noemu-kernel: tree
+	@$(MAKE) -s $(NOEMU_OBJ)/.config
+	@echo "kernel: building $(NOEMU_BZIMAGE)"
+	@flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC) O=$(NOEMU_OBJ) ARCH=x86_64 -j$(JOBS) bzImage
 
 run-kernel: tree
 	@$(MAKE) -s $(RUN_OBJ)/.config
@@ -138,12 +169,15 @@ tools: headers
 
 initramfs: selftests tools
 	@cp $(TOP)/vm/demo.sh $(BUILD)/bts/demo
-	@$(TOP)/mk/initramfs.sh $(INITRD) $(KSFT) $(BTS_TOOLS) $(BUILD)/bts/demo
+	@$(call MANIFEST_LIST,tcg) | tr , '\n' >$(BUILD)/tests-tcg.list
+	@LIST=$(BUILD)/tests-tcg.list \
+		$(TOP)/mk/initramfs.sh $(INITRD) $(KSFT) $(BTS_TOOLS) $(BUILD)/bts/demo
 
 # The i386 VM's: Debian's 32-bit busybox-static, the 32-bit kselftests.
 initramfs-i386: selftests
 	@$(TOP)/mk/busybox32.sh $(BUILD)/busybox32
-	@BUSYBOX=$(BUILD)/busybox32/busybox LIST=$(TOP)/vm/kselftests-i386.list \
+	@$(call MANIFEST_LIST,i386) | tr , '\n' >$(BUILD)/tests-i386.list
+	@BUSYBOX=$(BUILD)/busybox32/busybox LIST=$(BUILD)/tests-i386.list \
 		$(TOP)/mk/initramfs.sh $(I386_INITRD) $(KSFT)
 
 # The BTS machine model: Debian's QEMU 7.2 patched to model the Branch Trace
@@ -153,9 +187,6 @@ BTS_CPU  := Skylake-Client,-pcid,-x2apic,-tsc-deadline,-hle,-rtm,-invpcid,-rdsee
 # The same model with a stand-in architectural PMU, so that perf's Intel
 # driver loads: perf and ptrace sharing the Debug Store.
 PMU_CPU  := $(BTS_CPU),arch-pmu=on
-PMU_ONLY  = $(if $(ONLY),$(ONLY),$(shell grep -v '^\#' $(TOP)/vm/kselftests-pmu.list | paste -sd,))
-BTS_ONLY  = $(if $(ONLY),$(ONLY),$(shell grep -v '^\#' $(TOP)/vm/kselftests.list | \
-	grep -vxF -f <(grep -v '^\#' $(TOP)/vm/kselftests-bts.exclude) | paste -sd,))
 SHELL := /bin/bash
 
 qemu: deps
@@ -163,28 +194,44 @@ qemu: deps
 
 # The model's own test: known code sequences give exactly the expected records.
 qemu-test: qemu
-	@mkdir -p $(LOGS)/model
+	@rm -rf $(LOGS)/model && mkdir -p $(LOGS)/model
 	@QEMU=$(QEMU_BTS) $(TOP)/mk/qemu-test.sh >$(LOGS)/model/tap.log 2>&1 || true
 
-# Five runs, one verdict: the test kernel on stock QEMU (the emulated
-# backend), the same kernel on the BTS model (the hardware backend), on the
-# model with a PMU (perf and ptrace sharing the Debug Store), the test config
-# as an i386 kernel with a 32-bit userspace, and the model's own test.
-test: kernel i386-kernel initramfs initramfs-i386 qemu
+# Every run has a manifest, vm/expected/<run>, of what it must report; the
+# kselftests a run boots with are its manifest's (ONLY=... overrides them,
+# and the verdict then checks only the programs that ran).
+MANIFEST_LIST = python3 $(TOP)/mk/report.py --list $(TOP)/vm/expected/$(1)
+run_only = $(if $(ONLY),$(ONLY),$(shell $(call MANIFEST_LIST,$(1))))
+run_emu  = $(if $(ONLY),,$(patsubst %,vm.emu=%,$(shell $(call MANIFEST_LIST,$(1)) --pass emu)))
+# vm_test <run> <bzImage> <initramfs> <kernel arguments> [<environment>]
+vm_test = @echo "test: run '$(1)'"; ONLY=$(call run_only,$(1)) \
+	VM_APPEND="$(4) $(call run_emu,$(1)) $(VM_APPEND)" $(5) \
+	$(TOP)/mk/vm.sh test $(2) $(3) $(LOGS)/$(1)
+RUNS := tcg bts pmu i386 nods noemu busy model
+
+# One verdict over all runs (vm/expected/README says what each proves):
+#   tcg    the test kernel on stock QEMU: the emulated backend
+#   bts    on the BTS model: the hardware backend, then ptrace_bts again
+#          with ds.force_emulation=1
+#   pmu    on the model with its stand-in PMU: perf and ptrace sharing
+#   i386   the test config as an i386 kernel with a 32-bit userspace
+#   nods   the test config without X86_DS: every request is EIO
+#   noemu  without the emulated backend on stock QEMU: EOPNOTSUPP
+#   busy   the same kernel on the model with PMU, perf holding BTS: EBUSY
+#   model  the model's own test
+test: kernel i386-kernel nods-kernel noemu-kernel initramfs initramfs-i386 qemu
 	@echo "base: $(shell cat $(BUILD)/base-version 2>/dev/null)"
-	@echo "test: run 'tcg' (stock QEMU, -cpu max)"
-	@$(TOP)/mk/vm.sh test $(BZIMAGE) $(INITRD) $(LOGS)/tcg
-	@echo "test: run 'bts' (BTS machine model, -cpu $(BTS_CPU))"
-	@QEMU=$(QEMU_BTS) VM_CPU=$(BTS_CPU) ONLY=$(BTS_ONLY) \
-		$(TOP)/mk/vm.sh test $(BZIMAGE) $(INITRD) $(LOGS)/bts
-	@echo "test: run 'pmu' (BTS machine model with arch-pmu=on, -cpu $(PMU_CPU))"
-	@QEMU=$(QEMU_BTS) VM_CPU=$(PMU_CPU) ONLY=$(PMU_ONLY) \
-		$(TOP)/mk/vm.sh test $(BZIMAGE) $(INITRD) $(LOGS)/pmu
-	@echo "test: run 'i386' (stock QEMU, the test config as an i386 kernel)"
-	@$(TOP)/mk/vm.sh test $(I386_BZIMAGE) $(I386_INITRD) $(LOGS)/i386
+	@python3 $(TOP)/mk/report_test.py $(SRC)
+	$(call vm_test,tcg,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=emulated)
+	$(call vm_test,bts,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware,QEMU=$(QEMU_BTS) VM_CPU=$(BTS_CPU))
+	$(call vm_test,pmu,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_CPU))
+	$(call vm_test,i386,$(I386_BZIMAGE),$(I386_INITRD),vm.env=PTRACE_BTS_BACKEND=emulated)
+	$(call vm_test,nods,$(NODS_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EIO)
+	$(call vm_test,noemu,$(NOEMU_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EOPNOTSUPP)
+	$(call vm_test,busy,$(NOEMU_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EBUSY,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_CPU))
 	@echo "test: the model's own test"
 	@$(MAKE) -s qemu-test
-	@python3 $(TOP)/mk/report.py $(SRC) $(LOGS)/tcg $(LOGS)/bts $(LOGS)/pmu $(LOGS)/i386 $(LOGS)/model
+	@python3 $(TOP)/mk/report.py $(if $(ONLY),--partial) $(SRC) $(addprefix $(LOGS)/,$(RUNS))
 
 run: run-kernel initramfs
 	@VM_APPEND="kunit.enable=0 $(VM_APPEND)" \
@@ -204,7 +251,7 @@ shell: kernel initramfs
 	@$(TOP)/mk/vm.sh shell $(BZIMAGE) $(INITRD) $(LOGS)/shell
 
 clean:
-	rm -rf $(OBJ) $(RUN_OBJ) $(I386_OBJ) $(KSFT) $(INITRD) $(I386_INITRD) $(LOGS) $(OUTGOING)
+	rm -rf $(OBJ) $(RUN_OBJ) $(I386_OBJ) $(NODS_OBJ) $(NOEMU_OBJ) $(KSFT) $(INITRD) $(I386_INITRD) $(LOGS) $(OUTGOING)
 
 distclean:
 	rm -rf $(BUILD)

@@ -2,8 +2,9 @@
 # Build the test VM's initramfs: busybox-static, vm/init, the installed
 # kselftests and any extra static binaries given as arguments (put in
 # /usr/bin).  Usage: initramfs.sh <output.cpio.gz> <kselftest install dir> [bin...]
-# BUSYBOX (default /bin/busybox) and LIST (default vm/kselftests.list) make
-# the i386 variant.
+# LIST names the file of kselftests (collection:test, one a line) that
+# run_kselftest.sh runs by default in the VM (make shell); BUSYBOX (default
+# /bin/busybox) makes the i386 variant.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$1 ksft=$2
@@ -26,7 +27,7 @@ EOS
 chmod 755 "$root/usr/bin/timeout"
 
 cp -a "$ksft" "$root/kselftest"
-grep -v '^#' "${LIST:-$top/vm/kselftests.list}" | grep . > "$root/kselftest/tests.list"
+grep -v '^#' "$LIST" | grep . > "$root/kselftest/tests.list"
 for bin in "$@"; do
 	install -m 755 "$bin" "$root/usr/bin/"
 done

@@ -72,18 +72,23 @@ boot() {
 	rc=$?
 }
 
-# Re-number the guest's TAP lines into ours, prefixing the run's name.
+# Re-number the guest's TAP lines into ours, prefixing the run's name, and
+# hold the guest to its own plan: a guest that stops early, or whose plan
+# does not count its results, fails here.
 relay() {	# relay <name> <prefix>
-	local line
+	local line plan= results=0
 	while IFS= read -r line; do
 		line=${line%$'\r'}
 		case $line in
-		"ok "*)     tap 1 "$2: ${line#ok * - }" ;;
-		"not ok "*) tap 0 "$2: ${line#not ok * - }" ;;
-		"not ok - "*) tap 0 "$2: ${line#not ok - }" ;;
+		"ok "*)     tap 1 "$2: ${line#ok * - }"; results=$((results + 1)) ;;
+		"not ok - "*) tap 0 "$2: ${line#not ok - }"; results=$((results + 1)) ;;
+		"not ok "*) tap 0 "$2: ${line#not ok * - }"; results=$((results + 1)) ;;
+		"1.."*)     plan=${line#1..} ;;
 		"# "*)      echo "$line" ;;
 		esac
 	done <"$out/$1.log"
+	tap $([ "$plan" = "$results" ] && echo 1 || echo 0) \
+		"$2: the guest's plan (1..${plan:-missing}) counts its $results results"
 }
 
 # 1. the model

@@ -1,23 +1,39 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""Judge one or more VM test runs and print the summary line.
+"""Judge the VM test runs against their manifests and print the summary line.
 
-For every run directory (holding console.log and results.log from mk/vm.sh):
+    report.py [--partial] <src> <run dir>...
+    report.py --list <manifest> [--pass P]  (the kselftests a run boots with)
+
+Every run directory (from mk/vm.sh: console.log, results.log; or from
+mk/qemu-test.sh: tap.log) is judged against vm/expected/<run>, the manifest of
+what that run must report (its format is described in vm/expected/README).
+Any difference fails the run: a missing or unexpected KUnit suite or kselftest
+program, a different number of cases, a skip the manifest does not allow (or
+an allowed skip that did not happen), a console line that is not there, a TAP
+plan that does not match.
+
+Also, as before:
   - KUnit: the KTAP in console.log, parsed by the tree's kunit.py; each case
     counts.
   - kselftest: the TAP in results.log; each harness case counts where a
     program reports cases, otherwise the program counts once.
   - the console is scanned for kernel splats and for the end-of-tests marker.
+--partial (make test ONLY=...) checks only the kselftest programs that ran.
 The last line is "N passed, N failed, N skipped"; the exit status is non-zero
-on any failure, splat, missing marker or empty run.
+on any failure, splat, missing marker, difference from a manifest or empty run.
 """
 
+import fnmatch
 import json
 import os
 import re
 import subprocess
 import sys
 
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# REPORT_MANIFESTS: another folder of manifests (mk/report_test.py).
+MANIFESTS = os.environ.get("REPORT_MANIFESTS", os.path.join(TOP, "vm", "expected"))
 END_MARKER = "==== END OF TESTS ===="
 SPLATS = [
     # BUG: and WARNING: start the line in a real report; "RETBleed: WARNING:"
@@ -49,6 +65,68 @@ class Tally:
             self.failures.append("%s %s" % (name, reason))
 
 
+class Manifest:
+    """vm/expected/<run>: what a run must report."""
+
+    def __init__(self, path):
+        self.path = path
+        self.kunit = {}         # suite -> cases
+        self.kselftest = {}     # "collection:program" -> cases
+        self.skips = []         # [pattern, reason, times matched]
+        self.console = []       # regular expressions
+        self.plan = None        # TAP plan of a tap.log run
+        self.errors = []
+        with open(path) as f:
+            for num, line in enumerate(f, 1):
+                self.parse(num, line.split("#", 1)[0].strip(), line)
+
+    def parse(self, num, line, raw):
+        if not line:
+            return
+        word, _, rest = line.partition(" ")
+        rest = rest.strip()
+        try:
+            if word == "kunit":
+                suite, cases = rest.split()
+                self.kunit[suite] = int(cases)
+            elif word == "kselftest":
+                prog, cases = rest.split()
+                self.kselftest[prog] = int(cases)
+            elif word == "plan":
+                self.plan = int(rest)
+            elif word == "skip":
+                pattern, sep, reason = rest.partition(" -- ")
+                if not sep or not reason.strip():
+                    raise ValueError("a skip needs ' -- <reason>'")
+                self.skips.append([pattern.strip(), reason.strip(), 0])
+            elif word == "console":
+                # "#" may be part of the pattern: take it from the raw line.
+                self.console.append(re.compile(raw.strip()[len("console"):].strip()))
+            else:
+                raise ValueError("unknown keyword %r" % word)
+        except (ValueError, re.error) as e:
+            self.errors.append("%s:%d: %s" % (self.path, num, e))
+
+    def allows_skip(self, name):
+        for skip in self.skips:
+            if fnmatch.fnmatchcase(name, skip[0]):
+                skip[2] += 1
+                return True
+        return False
+
+
+class Run:
+    """What one run reported: case counts per suite and program, skips."""
+
+    def __init__(self, name):
+        self.name = name
+        self.kunit = {}
+        self.kselftest = {}
+        self.skipped = []       # manifest-style names of the skipped cases
+        self.plan = None
+        self.results = 0
+
+
 def kunit_cases(node, prefix, out):
     name = prefix + node.get("name", "")
     for case in node.get("test_cases", []):
@@ -67,13 +145,17 @@ def parse_kunit(src, console, tally, run):
     # messages (column 0, not KTAP) that land between a KTAP header and its
     # first line derail kunit.py's nesting: drop them.
     boot = console + ".boot"
+    jpath = console + ".kunit.json"
+    # Never judge a verdict left over from an earlier run.
+    for stale in (boot, jpath, console + ".kunit.txt"):
+        if os.path.exists(stale):
+            os.unlink(stale)
     with open(console, errors="replace") as f, open(boot, "w") as out:
         for line in f:
             if KSELFTEST_BEGIN in line:
                 break
             if line[:1].isspace() or KTAP_TOP_RE.match(line):
                 out.write(line)
-    jpath = console + ".kunit.json"
     res = subprocess.run([sys.executable,
                           os.path.join(src, "tools/testing/kunit/kunit.py"),
                           "parse", "--json=" + jpath, boot],
@@ -82,7 +164,7 @@ def parse_kunit(src, console, tally, run):
     with open(console + ".kunit.txt", "w") as f:
         f.write(res.stdout)
     if not os.path.exists(jpath):
-        tally.add("FAIL", run + " kunit", "(kunit.py parse produced nothing)")
+        tally.add("FAIL", run.name + " kunit", "(kunit.py parse produced nothing)")
         return
     with open(jpath) as f:
         data = json.load(f)
@@ -90,7 +172,13 @@ def parse_kunit(src, console, tally, run):
     for group in data.get("sub_groups", []):
         kunit_cases(group, "", cases)
     if not cases:
-        tally.add("FAIL", run + " kunit", "(no KUnit cases found)")
+        tally.add("FAIL", run.name + " kunit", "(no KUnit cases found)")
+    # kunit.py exits non-zero on failed cases and on a stream it could not
+    # parse; the first is tallied case by case, the second is a failure here.
+    if res.returncode != 0 and all(s in ("PASS", "SKIP") for _, s in cases):
+        tally.add("FAIL", run.name + " kunit",
+                  "(kunit.py parse exited %d; see %s)" %
+                  (res.returncode, console + ".kunit.txt"))
     reasons = {}
     with open(console, errors="replace") as f:
         for line in f:
@@ -98,17 +186,23 @@ def parse_kunit(src, console, tally, run):
             if m:
                 reasons[m.group(1)] = m.group(2).strip()
     for name, status in cases:
-        tally.add(status if status in ("PASS", "SKIP") else "FAIL",
-                  "%s kunit %s" % (run, name),
+        suite = name.split(".", 1)[0]
+        run.kunit[suite] = run.kunit.get(suite, 0) + 1
+        status = status if status in ("PASS", "SKIP") else "FAIL"
+        if status == "SKIP":
+            run.skipped.append("kunit:" + name)
+        tally.add(status, "%s kunit %s" % (run.name, name),
                   reasons.get(name.rsplit(".", 1)[-1], ""))
     print("%s: KUnit: %d cases (details in %s)" %
-          (run, len(cases), console + ".kunit.txt"))
+          (run.name, len(cases), console + ".kunit.txt"))
 
 
 TAP_RE = re.compile(r"^(not ok|ok) \d+ (.*?)(?:\s+#\s*(SKIP|TIMEOUT|XFAIL)"
                     r"\b\s*(.*))?$")
 NESTED_RE = re.compile(r"^# (not ok|ok) \d+ (.*?)(?:\s+#\s*(SKIP|XFAIL)"
                        r"\b\s*(.*))?$")
+# vm/init: the kselftests that follow ran again with ds.force_emulation=1.
+PASS_RE = re.compile(r"^==== KSELFTEST PASS (\S+) ====$")
 
 
 def tap_status(ok, directive):
@@ -119,15 +213,25 @@ def tap_status(ok, directive):
     return "PASS" if ok == "ok" else "FAIL"
 
 
+def program_name(tap_name, prefix):
+    # "selftests: x86: ptrace_bts_64 # exit=1" -> "x86:ptrace_bts_64"
+    coll, _, prog = tap_name[len("selftests: "):].partition(":")
+    return prefix + coll.strip() + ":" + prog.split("#", 1)[0].strip()
+
+
 def parse_kselftest(path, tally, run):
     if not os.path.exists(path):
-        tally.add("FAIL", run + " kselftest", "(no results.log)")
+        tally.add("FAIL", run.name + " kselftest", "(no results.log)")
         return
     nested = []
-    programs = 0
+    prefix = ""
     with open(path, errors="replace") as f:
         lines = [line.rstrip("\r\n") for line in f]
     for line in lines:
+        m = PASS_RE.match(line)
+        if m:
+            prefix = m.group(1) + "/"
+            continue
         m = NESTED_RE.match(line)
         if m:
             nested.append(m)
@@ -135,36 +239,42 @@ def parse_kselftest(path, tally, run):
         m = TAP_RE.match(line)
         if not m or not m.group(2).startswith("selftests: "):
             continue
-        programs += 1
-        prog = m.group(2)[len("selftests: "):].strip()
+        prog = program_name(m.group(2), prefix)
         status = tap_status(m.group(1), m.group(3))
         reason = m.group(4) or ""
+        run.kselftest[prog] = len(nested) or 1
         for n in nested:
-            tally.add(tap_status(n.group(1), n.group(3)),
-                      "%s %s: %s" % (run, prog, n.group(2)), n.group(4) or "")
+            st = tap_status(n.group(1), n.group(3))
+            if st == "SKIP":
+                run.skipped.append("%s: %s" % (prog, n.group(2)))
+            tally.add(st, "%s %s: %s" % (run.name, prog, n.group(2)),
+                      n.group(4) or "")
         nested_failed = any(tap_status(n.group(1), n.group(3)) == "FAIL"
                             for n in nested)
         if not nested or (status == "FAIL" and not nested_failed):
-            tally.add(status, "%s %s" % (run, prog),
+            if status == "SKIP" and not nested:
+                run.skipped.append(prog)
+            tally.add(status, "%s %s" % (run.name, prog),
                       reason or ("(exit status)" if status == "FAIL" else ""))
         nested = []
-    if not programs:
-        tally.add("FAIL", run + " kselftest", "(no kselftest results)")
-    print("%s: kselftest: %d programs" % (run, programs))
+    if not run.kselftest:
+        tally.add("FAIL", run.name + " kselftest", "(no kselftest results)")
+    print("%s: kselftest: %d programs" % (run.name, len(run.kselftest)))
 
 
 def scan_console(path, tally, run):
     if not os.path.exists(path):
-        tally.add("FAIL", run + " boot", "(no console.log)")
-        return
+        tally.add("FAIL", run.name + " boot", "(no console.log)")
+        return []
     with open(path, errors="replace") as f:
         lines = f.read().splitlines()
     splats = [line for line in lines if SPLAT_RE.search(line)]
     for line in splats[:20]:
-        tally.add("FAIL", run + " splat", line.strip())
+        tally.add("FAIL", run.name + " splat", line.strip())
     if not any(END_MARKER in line for line in lines):
-        tally.add("FAIL", run + " boot", "(no end-of-tests marker: the VM "
+        tally.add("FAIL", run.name + " boot", "(no end-of-tests marker: the VM "
                   "crashed, hung or timed out)")
+    return lines
 
 
 def scan_qemu(rundir, tally, run):
@@ -173,50 +283,118 @@ def scan_qemu(rundir, tally, run):
         with open(status) as f:
             rc = f.read().strip()
         if rc not in ("0", "124"):
-            tally.add("FAIL", run + " qemu", "(QEMU exited with status %s)" % rc)
+            tally.add("FAIL", run.name + " qemu", "(QEMU exited with status %s)" % rc)
     stderr = os.path.join(rundir, "qemu.stderr")
     if os.path.exists(stderr):
         with open(stderr, errors="replace") as f:
             for line in f:
                 if "BTS:" in line:
-                    tally.add("FAIL", run + " qemu", line.strip())
+                    tally.add("FAIL", run.name + " qemu", line.strip())
 
 
 PLAIN_TAP_RE = re.compile(r"^(not ok|ok) \d+ (?:- )?(.*?)(?:\s+#\s*(SKIP)\b\s*(.*))?$")
+PLAN_RE = re.compile(r"^1\.\.(\d+)$")
 
 
 def parse_plain_tap(path, tally, run):
     """A TAP stream of its own (the machine model's test)."""
-    cases = 0
     with open(path, errors="replace") as f:
         for line in f:
-            m = PLAIN_TAP_RE.match(line.rstrip("\n"))
+            line = line.rstrip("\n")
+            m = PLAN_RE.match(line)
             if m:
-                cases += 1
-                tally.add(tap_status(m.group(1), m.group(3)),
-                          "%s %s" % (run, m.group(2)), m.group(4) or "")
-    if not cases:
-        tally.add("FAIL", run, "(no TAP results in %s)" % path)
-    print("%s: %d cases (%s)" % (run, cases, path))
+                run.plan = int(m.group(1))
+                continue
+            m = PLAIN_TAP_RE.match(line)
+            if m:
+                run.results += 1
+                status = tap_status(m.group(1), m.group(3))
+                if status == "SKIP":
+                    run.skipped.append(m.group(2))
+                tally.add(status, "%s %s" % (run.name, m.group(2)), m.group(4) or "")
+    if not run.results:
+        tally.add("FAIL", run.name, "(no TAP results in %s)" % path)
+    elif run.plan != run.results:
+        tally.add("FAIL", run.name, "(TAP plan %s, %d results in %s)" %
+                  (run.plan, run.results, path))
+    print("%s: %d cases (%s)" % (run.name, run.results, path))
+
+
+def compare_counts(kind, want, have, partial, fail):
+    for name, cases in sorted(want.items()):
+        if name not in have:
+            if not partial:
+                fail("%s %s missing (the manifest expects %d cases)" % (kind, name, cases))
+        elif have[name] != cases:
+            fail("%s %s ran %d cases, the manifest expects %d" %
+                 (kind, name, have[name], cases))
+    for name in sorted(set(have) - set(want)):
+        fail("%s %s ran (%d cases) but is not in the manifest" % (kind, name, have[name]))
+
+
+def check_manifest(run, console_lines, tally, partial):
+    path = os.path.join(MANIFESTS, run.name)
+
+    def fail(why):
+        tally.add("FAIL", run.name + " manifest", why)
+
+    if not os.path.exists(path):
+        fail("(no manifest %s)" % path)
+        return
+    man = Manifest(path)
+    for err in man.errors:
+        fail(err)
+    compare_counts("KUnit suite", man.kunit, run.kunit, partial, fail)
+    compare_counts("kselftest", man.kselftest, run.kselftest, partial, fail)
+    if man.plan is not None and man.plan != run.plan:
+        fail("TAP plan %s, the manifest expects %d" % (run.plan, man.plan))
+    for name in run.skipped:
+        if not man.allows_skip(name):
+            fail("%s skipped; the manifest allows no such skip" % name)
+    for pattern, reason, matched in man.skips:
+        if not matched and not partial:
+            fail("'%s' ran, but the manifest expects it to skip (%s)" % (pattern, reason))
+    for regex in man.console:
+        if not any(regex.search(line) for line in console_lines):
+            fail("no console line matches '%s'" % regex.pattern)
+    print("%s: checked against %s" % (run.name, path))
+
+
+def list_programs(path, args):
+    """--list <manifest> [--pass P]: the kselftests of a run, comma-separated."""
+    prefix = args[args.index("--pass") + 1] + "/" if "--pass" in args else ""
+    man = Manifest(path)
+    if man.errors:
+        sys.exit("\n".join(man.errors))
+    progs = [p[len(prefix):] for p in man.kselftest
+             if (p.startswith(prefix) if prefix else "/" not in p)]
+    print(",".join(progs))
+    return 0
 
 
 def main():
-    src = sys.argv[1]
-    runs = sys.argv[2:]
+    args = sys.argv[1:]
+    if args and args[0] == "--list":
+        return list_programs(args[1], args[2:])
+    partial = "--partial" in args
+    args = [a for a in args if a != "--partial"]
+    src, rundirs = args[0], args[1:]
     tally = Tally()
-    for rundir in runs:
-        run = os.path.basename(rundir.rstrip("/"))
+    for rundir in rundirs:
+        run = Run(os.path.basename(rundir.rstrip("/")))
         tap = os.path.join(rundir, "tap.log")
+        console_lines = []
         if os.path.exists(tap):
             parse_plain_tap(tap, tally, run)
-            continue
-        console = os.path.join(rundir, "console.log")
-        scan_qemu(rundir, tally, run)
-        print("%s: serial log %s" % (run, console))
-        scan_console(console, tally, run)
-        if os.path.exists(console):
-            parse_kunit(src, console, tally, run)
-        parse_kselftest(os.path.join(rundir, "results.log"), tally, run)
+        else:
+            console = os.path.join(rundir, "console.log")
+            scan_qemu(rundir, tally, run)
+            print("%s: serial log %s" % (run.name, console))
+            console_lines = scan_console(console, tally, run)
+            if os.path.exists(console):
+                parse_kunit(src, console, tally, run)
+            parse_kselftest(os.path.join(rundir, "results.log"), tally, run)
+        check_manifest(run, console_lines, tally, partial)
     for s in tally.skips:
         print("SKIP " + s)
     for s in tally.failures:

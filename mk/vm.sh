@@ -15,8 +15,9 @@ append="console=ttyS0 panic=-1 pti=${VM_PTI:-on} clearcpuid=smap vm.mode=$mode $
 [ -n "${ONLY:-}" ] && append="$append vm.only=$ONLY"
 [ -n "${PROVOKE:-}" ] && append="$append vm.provoke=$PROVOKE"
 
+# Nothing of an earlier run may be judged as this one's: start empty.
+rm -rf "$logdir"
 mkdir -p "$logdir"
-rm -f "$logdir/console.log" "$logdir/results.log" "$logdir/qemu.stderr" "$logdir/qemu.status"
 args=(-accel tcg -cpu "$cpu" -smp 2 -m 1024 -no-reboot -display none
       -nic none -kernel "$kernel" -initrd "$initrd" -append "$append")
 
