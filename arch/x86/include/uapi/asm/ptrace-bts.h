@@ -112,6 +112,7 @@ enum bts_qualifier {
 /**
  * struct bts_struct - one branch trace record, 24 bytes
  * @qualifier:		enum bts_qualifier
+ * @variant:		the record's data, as @qualifier says
  * @variant.lbr.from:	address of the branch instruction
  * @variant.lbr.to:	address of the branch target
  * @variant.event.clock: CLOCK_MONOTONIC time of the event, in nanoseconds
