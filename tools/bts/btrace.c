@@ -319,17 +319,34 @@ static void print_tail(void)
 		print_record(&tail[i % tail_max]);
 }
 
-static void configure(pid_t pid, unsigned int size)
+/* Returns the backend the kernel chose, PTRACE_BTS_BACKEND_*. */
+static unsigned int configure(pid_t pid, unsigned int size)
 {
 	struct ptrace_bts_config cfg = {
 		.size = size,
 		.flags = PTRACE_BTS_O_TRACE | PTRACE_BTS_O_ALLOC |
 			 PTRACE_BTS_O_SIGNAL,
 		.signal = OVERFLOW_SIG,
+		.backend = PTRACE_BTS_BACKEND_ANY,
 	};
 
 	if (sys_ptrace(PTRACE_BTS_CONFIG, pid, &cfg, sizeof(cfg)))
 		die("PTRACE_BTS_CONFIG");
+	if (sys_ptrace(PTRACE_BTS_STATUS, pid, &cfg, sizeof(cfg)) < 0)
+		die("PTRACE_BTS_STATUS");
+	return cfg.backend;
+}
+
+static const char *backend_name(unsigned int backend)
+{
+	switch (backend) {
+	case PTRACE_BTS_BACKEND_HARDWARE:
+		return "the CPU's Branch Trace Store";
+	case PTRACE_BTS_BACKEND_EMULATED:
+		return "the emulated backend (single-stepping in the kernel)";
+	default:
+		return "an unknown backend";
+	}
 }
 
 /* Is this stop the overflow signal rather than one from elsewhere? */
@@ -443,6 +460,7 @@ int main(int argc, char **argv)
 	unsigned int size = DEFAULT_SIZE;
 	const char *from_sym = NULL;
 	pid_t pid = 0;
+	unsigned int backend;
 	int opt, status, ret;
 	bool seized = false;
 	size_t i;
@@ -518,10 +536,11 @@ int main(int argc, char **argv)
 			return 1;
 	}
 
-	configure(pid, size);
+	backend = configure(pid, size);
 	ret = follow(pid, size, seized);
 	if (tail_max)
 		print_tail();
+	fprintf(stderr, "btrace: traced by %s\n", backend_name(backend));
 	fprintf(stderr, "btrace: %lu branch records%s\n", total,
 		tail_max && total > tail_max ? " (the last ones shown)" : "");
 	return ret;

@@ -24,6 +24,7 @@
 
 #define pr_fmt(fmt) "ptrace_bts: " fmt
 
+#include <linux/build_bug.h>
 #include <linux/errno.h>
 #include <linux/init.h>
 #include <linux/minmax.h>
@@ -42,8 +43,9 @@
 #include <asm/ptrace.h>
 #include <asm/ptrace-bts.h>
 
-/* The first version of struct ptrace_bts_config. */
+/* The first version of struct ptrace_bts_config; the second adds backend. */
 #define PTRACE_BTS_CONFIG_SIZE_VER0	16
+#define PTRACE_BTS_CONFIG_SIZE_VER1	20
 /* The largest struct ptrace_bts_config a tracer may pass. */
 #define PTRACE_BTS_CONFIG_SIZE_MAX	PAGE_SIZE
 #define PTRACE_BTS_O_MASK		(PTRACE_BTS_O_TRACE |		\
@@ -61,6 +63,7 @@
  * @task:	  the tracee (referenced), for the overflow signal
  * @flags:	  PTRACE_BTS_O_* state flags
  * @signal:	  the overflow signal, with %PTRACE_BTS_O_SIGNAL
+ * @backend:	  %PTRACE_BTS_BACKEND_HARDWARE or %PTRACE_BTS_BACKEND_EMULATED
  * @release_work: deferred release after __ptrace_unlink()
  */
 struct ptrace_bts {
@@ -68,14 +71,26 @@ struct ptrace_bts {
 	struct task_struct	*task;
 	u32			flags;
 	u32			signal;
+	u32			backend;
 	struct work_struct	release_work;
 };
+
+/* Only __u32 members: no padding, one layout for 32-bit and 64-bit tracers. */
+static_assert(sizeof(struct ptrace_bts_config) == PTRACE_BTS_CONFIG_SIZE_VER1);
 
 static struct workqueue_struct *ptrace_bts_wq;
 
 static struct ptrace_bts *ptrace_bts_get(struct task_struct *child)
 {
 	return READ_ONCE(child->thread.ptrace_bts);
+}
+
+/* The backend tracing @child, 0 (%PTRACE_BTS_BACKEND_ANY) when none is. */
+static u32 ptrace_bts_in_use(struct task_struct *child)
+{
+	struct ptrace_bts *pb = ptrace_bts_get(child);
+
+	return pb ? pb->backend : PTRACE_BTS_BACKEND_ANY;
 }
 
 /* --- lifetime --- */
@@ -154,8 +169,37 @@ static void ptrace_bts_ds_config(struct ptrace_bts *pb,
 		dcfg->notify = ptrace_bts_overflow;
 		dcfg->cookie = pb;
 	}
-	dcfg->backend = ds_emu_forced() ? DS_BACKEND_EMULATED :
-					  DS_BACKEND_AUTO;
+	switch (cfg->backend) {
+	case PTRACE_BTS_BACKEND_HARDWARE:
+		/* An explicit request beats ds.force_emulation. */
+		dcfg->backend = DS_BACKEND_HARDWARE;
+		break;
+	case PTRACE_BTS_BACKEND_EMULATED:
+		dcfg->backend = DS_BACKEND_EMULATED;
+		break;
+	default:
+		dcfg->backend = ds_emu_forced() ? DS_BACKEND_EMULATED :
+						  DS_BACKEND_AUTO;
+		break;
+	}
+}
+
+/*
+ * Which backend the allocator chose. Asked once, at allocation: the
+ * geometry of a hardware tracer costs an IPI to every CPU, too much for
+ * each flags-only CONFIG, and a tracer never changes its backend.
+ */
+static int ptrace_bts_backend(struct ds_tracer *tracer, u32 *backend)
+{
+	struct ds_geometry geom;
+	int err;
+
+	err = ds_get_geometry(tracer, &geom);
+	if (err)
+		return err;
+	*backend = geom.backend == DS_BACKEND_HARDWARE ?
+		   PTRACE_BTS_BACKEND_HARDWARE : PTRACE_BTS_BACKEND_EMULATED;
+	return 0;
 }
 
 static struct ds_tracer *ptrace_bts_request_ds(struct task_struct *child,
@@ -197,9 +241,14 @@ static int ptrace_bts_alloc(struct task_struct *child,
 		err = PTR_ERR(pb->tracer);
 		goto put_task;
 	}
+	err = ptrace_bts_backend(pb->tracer, &pb->backend);
+	if (err)
+		goto release_tracer;
 	WRITE_ONCE(child->thread.ptrace_bts, pb);
 	return 0;
 
+release_tracer:
+	ds_release(pb->tracer);
 put_task:
 	put_task_struct(pb->task);
 	kfree(pb);
@@ -247,6 +296,16 @@ static int ptrace_bts_config(struct task_struct *child,
 	if (cfg.flags & PTRACE_BTS_O_SIGNAL &&
 	    (!cfg.signal || !valid_signal(cfg.signal)))
 		return -EINVAL;
+	if (cfg.backend > PTRACE_BTS_BACKEND_EMULATED)
+		return -EINVAL;
+	/*
+	 * Only an allocation chooses the backend; otherwise it may be named
+	 * as it is, so that a tracer can write back what STATUS read.
+	 */
+	if (!(cfg.flags & PTRACE_BTS_O_ALLOC) &&
+	    cfg.backend != PTRACE_BTS_BACKEND_ANY &&
+	    cfg.backend != ptrace_bts_in_use(child))
+		return -EINVAL;
 
 	if (!(cfg.flags & PTRACE_BTS_O_TRACE)) {
 		ptrace_bts_release(child);
@@ -285,6 +344,7 @@ static long ptrace_bts_status(struct task_struct *child, void __user *ucfg,
 		cfg.size = geom.capacity * sizeof(struct bts_struct);
 		cfg.flags = pb->flags;
 		cfg.signal = pb->signal;
+		cfg.backend = pb->backend;
 	}
 	if (copy_to_user(ucfg, &cfg, min_t(unsigned long, len, sizeof(cfg))))
 		return -EFAULT;

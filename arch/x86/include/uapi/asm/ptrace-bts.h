@@ -17,19 +17,24 @@
  *	Configure, resize or stop branch tracing. The kernel reads len bytes;
  *	len smaller than the original 16-byte struct is EINVAL, a larger
  *	struct whose bytes beyond what this kernel knows are not zero (or
- *	one larger than a page) is E2BIG. PTRACE_BTS_O_SIGNAL needs a valid
- *	signal (EINVAL); without it cfg->signal is ignored. Returns 0.
+ *	one larger than a page) is E2BIG. A 16-byte struct reads as backend
+ *	PTRACE_BTS_BACKEND_ANY. PTRACE_BTS_O_SIGNAL needs a valid signal
+ *	(EINVAL); without it cfg->signal is ignored. A backend other than
+ *	the PTRACE_BTS_BACKEND_* values is EINVAL. Returns 0.
  *	- flags without PTRACE_BTS_O_TRACE: stop tracing, free the buffer.
  *	- PTRACE_BTS_O_ALLOC: (re)allocate a buffer of cfg->size bytes (rounded
- *	  down to whole records, at least one); existing records are lost.
- *	  Without it, the existing buffer is kept (EINVAL if there is none)
- *	  and only the flags change.
+ *	  down to whole records, at least one; 0 is EINVAL) with the backend
+ *	  cfg->backend selects; existing records are lost. A backend that
+ *	  is missing is EOPNOTSUPP, one that is in use EBUSY.
+ *	  Without it, the existing buffer and backend are kept (EINVAL if
+ *	  there is none) and only the flags change; cfg->backend must then
+ *	  be PTRACE_BTS_BACKEND_ANY or the backend in use (EINVAL).
  * ptrace(PTRACE_BTS_STATUS, pid, struct ptrace_bts_config *cfg, size_t len)
  *	Fill min(len, sizeof(*cfg)) bytes: buffer size in bytes (whole
  *	records; 0 when not configured), the O_TRACE/O_SCHED/O_SIGNAL flags,
- *	signal (0 without O_SIGNAL), and bts_size = sizeof(struct
- *	bts_struct). Returns the size of the kernel's struct
- *	ptrace_bts_config.
+ *	signal (0 without O_SIGNAL), bts_size = sizeof(struct bts_struct),
+ *	and the backend in use (0 when not configured). Returns the size of
+ *	the kernel's struct ptrace_bts_config.
  * ptrace(PTRACE_BTS_SIZE, pid, 0, 0)
  *	Returns the number of records available.
  * ptrace(PTRACE_BTS_GET, pid, struct bts_struct *rec, unsigned long index)
@@ -57,13 +62,25 @@
  * @signal:	signal sent to the tracee when the buffer is full, with
  *		PTRACE_BTS_O_SIGNAL
  * @bts_size:	STATUS: size of one struct bts_struct; ignored by CONFIG
+ * @backend:	PTRACE_BTS_BACKEND_*: CONFIG: the backend to trace with;
+ *		STATUS: the backend that traces
  */
 struct ptrace_bts_config {
 	__u32	size;
 	__u32	flags;
 	__u32	signal;
 	__u32	bts_size;
+	__u32	backend;
 };
+
+/*
+ * Who records the branches. ANY lets the kernel choose: the CPU's Branch
+ * Trace Store if it has one that is free, else the emulated backend, which
+ * single-steps the tracee in the kernel and is much slower.
+ */
+#define PTRACE_BTS_BACKEND_ANY		0
+#define PTRACE_BTS_BACKEND_HARDWARE	1
+#define PTRACE_BTS_BACKEND_EMULATED	2
 
 /* Record the tracee's user-mode branches. */
 #define PTRACE_BTS_O_TRACE	0x1
@@ -95,6 +112,7 @@ enum bts_qualifier {
 /**
  * struct bts_struct - one branch trace record, 24 bytes
  * @qualifier:		enum bts_qualifier
+ * @variant:		the record's data, as @qualifier says
  * @variant.lbr.from:	address of the branch instruction
  * @variant.lbr.to:	address of the branch target
  * @variant.event.clock: CLOCK_MONOTONIC time of the event, in nanoseconds
