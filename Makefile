@@ -198,15 +198,21 @@ qemu-test: qemu
 	@QEMU=$(QEMU_BTS) $(TOP)/mk/qemu-test.sh >$(LOGS)/model/tap.log 2>&1 || true
 
 # Every run has a manifest, vm/expected/<run>, of what it must report; the
-# kselftests a run boots with are its manifest's (ONLY=... overrides them,
-# and the verdict then checks only the programs that ran).
-MANIFEST_LIST = python3 $(TOP)/mk/report.py --list $(TOP)/vm/expected/$(1)
-run_only = $(if $(ONLY),$(ONLY),$(shell $(call MANIFEST_LIST,$(1))))
-run_emu  = $(if $(ONLY),,$(patsubst %,vm.emu=%,$(shell $(call MANIFEST_LIST,$(1)) --pass emu)))
+# kselftests a run boots with are its manifest's.  ONLY=a:b,c:d keeps, in
+# each run, those of them (a run with none of them does not boot), and the
+# verdict then checks those programs and KUnit.
+MANIFEST_LIST = python3 $(TOP)/mk/report.py --list $(TOP)/vm/expected/$(1) \
+	$(if $(ONLY),--only $(ONLY))
+run_only = $(shell $(call MANIFEST_LIST,$(1)))
+run_emu  = $(patsubst %,vm.emu=%,$(shell $(call MANIFEST_LIST,$(1)) --pass emu))
 # vm_test <run> <bzImage> <initramfs> <kernel arguments> [<environment>]
-vm_test = @echo "test: run '$(1)'"; ONLY=$(call run_only,$(1)) \
-	VM_APPEND="$(4) $(call run_emu,$(1)) $(VM_APPEND)" $(5) \
-	$(TOP)/mk/vm.sh test $(2) $(3) $(LOGS)/$(1)
+vm_test = @if [ -z "$(call run_only,$(1))" ]; then \
+		rm -rf $(LOGS)/$(1); echo "test: run '$(1)' skipped: none of ONLY is in its manifest"; \
+	else \
+		echo "test: run '$(1)'"; ONLY=$(call run_only,$(1)) VM_PTI=on \
+		VM_APPEND="$(4) $(call run_emu,$(1)) $(VM_APPEND)" $(5) \
+		$(TOP)/mk/vm.sh test $(2) $(3) $(LOGS)/$(1); \
+	fi
 RUNS := tcg bts pmu i386 nods noemu busy model
 
 # One verdict over all runs (vm/expected/README says what each proves):
@@ -231,7 +237,7 @@ test: kernel i386-kernel nods-kernel noemu-kernel initramfs initramfs-i386 qemu
 	$(call vm_test,busy,$(NOEMU_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EBUSY,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_CPU))
 	@echo "test: the model's own test"
 	@$(MAKE) -s qemu-test
-	@python3 $(TOP)/mk/report.py $(if $(ONLY),--partial) $(SRC) $(addprefix $(LOGS)/,$(RUNS))
+	@python3 $(TOP)/mk/report.py $(if $(ONLY),--only $(ONLY)) $(SRC) $(addprefix $(LOGS)/,$(RUNS))
 
 run: run-kernel initramfs
 	@VM_APPEND="kunit.enable=0 $(VM_APPEND)" \

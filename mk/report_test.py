@@ -14,7 +14,12 @@ runs must fail, with the reason named in the output:
   - fewer cases than the manifest says;
   - a stale KUnit JSON beside a console whose KUnit output is gone;
   - a kunit.py that cannot parse the stream;
-  - a TAP stream whose plan does not count its results.
+  - a TAP stream whose plan does not count its results;
+  - an XFAIL, which no manifest can see;
+  - a kernel splat in the middle of a line of test output;
+  - a first-pass program whose cases would count for the second pass;
+  - ONLY= naming a program that is in no manifest;
+and with ONLY=, a program not named may be missing.
 """
 
 import os
@@ -107,11 +112,11 @@ def main():
     root = tempfile.mkdtemp(prefix="report-test.")
     failures = 0
 
-    def expect(name, mutate, want_fail, needle):
+    def expect(name, mutate, want_fail, needle, *extra):
         nonlocal failures
         case = Case(root, name)
         mutate(case)
-        rc, out = case.run(src)
+        rc, out = case.run(src, *extra)
         ok = (rc != 0) == want_fail and needle in out
         print("%s %s" % ("ok" if ok else "not ok", name))
         if not ok:
@@ -166,6 +171,31 @@ def main():
     expect("stale_json", stale_json, True, "no KUnit cases found")
     expect("unparsable", unparsable, True, "KUnit suite hw ran")
     expect("bad_plan", bad_plan, True, "TAP plan 3, 2 results")
+
+    def xfail(case):
+        write(os.path.join(case.dir, "results.log"),
+              KSELFTEST.replace("# ok 2 bts.two", "# ok 2 bts.two # XFAIL known broken", 1))
+
+    def splat_mid_line(case):
+        text = console().replace("==== KSELFTEST END ====",
+                                 "# [OK] fineBUG: sleeping function called from invalid context\n"
+                                 "==== KSELFTEST END ====")
+        write(os.path.join(case.dir, "console.log"), text)
+
+    def emu_pass_lost(case):
+        # The first pass's last program never reported: its cases must not
+        # count for the second pass.
+        text = KSELFTEST.replace("ok 1 selftests: x86: prog_64\n# selftests: x86: plain_64\n"
+                                 "ok 2 selftests: x86: plain_64\n", "", 1)
+        write(os.path.join(case.dir, "results.log"), text)
+
+    expect("xfail", xfail, True, "bts.two")
+    expect("splat_mid_line", splat_mid_line, True, "splat # [OK] fineBUG: sleeping")
+    expect("emu_pass_lost", emu_pass_lost, True, "kselftest x86:prog_64 missing")
+    expect("only_partial", lambda case: program_missing(case), False,
+           "0 failed", "--only", "x86:prog_64")
+    expect("only_typo", lambda case: None, True,
+           "x86:nope_64 is in no run's manifest", "--only", "x86:prog_64,x86:nope_64")
     shutil.rmtree(root)
     print("report-test: %s" % ("all ok" if not failures else "%d FAILED" % failures))
     return 1 if failures else 0

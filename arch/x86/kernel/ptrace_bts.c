@@ -298,6 +298,11 @@ static int ptrace_bts_config(struct task_struct *child,
 		return -EINVAL;
 	if (cfg.backend > PTRACE_BTS_BACKEND_EMULATED)
 		return -EINVAL;
+	/* Stopping works whatever the backend, and on an untraced thread. */
+	if (!(cfg.flags & PTRACE_BTS_O_TRACE)) {
+		ptrace_bts_release(child);
+		return 0;
+	}
 	/*
 	 * Only an allocation chooses the backend; otherwise it may be named
 	 * as it is, so that a tracer can write back what STATUS read.
@@ -306,11 +311,6 @@ static int ptrace_bts_config(struct task_struct *child,
 	    cfg.backend != PTRACE_BTS_BACKEND_ANY &&
 	    cfg.backend != ptrace_bts_in_use(child))
 		return -EINVAL;
-
-	if (!(cfg.flags & PTRACE_BTS_O_TRACE)) {
-		ptrace_bts_release(child);
-		return 0;
-	}
 	if (cfg.flags & PTRACE_BTS_O_ALLOC)
 		return ptrace_bts_alloc(child, &cfg);
 	return ptrace_bts_update(child, &cfg);

@@ -253,9 +253,12 @@ static void ds_hw_user_unlink(void)
 	dentry = kern_path_locked(DS_HW_USER_PATH, &parent);
 	if (IS_ERR(dentry))
 		return;
-	if (d_is_positive(dentry))
+	/* As unlink(2) does: a read-only or frozen mount keeps the file. */
+	if (d_is_positive(dentry) && !mnt_want_write(parent.mnt)) {
 		vfs_unlink(mnt_idmap(parent.mnt), d_inode(parent.dentry),
 			   dentry, NULL);
+		mnt_drop_write(parent.mnt);
+	}
 	dput(dentry);
 	inode_unlock(d_inode(parent.dentry));
 	path_put(&parent);
@@ -268,7 +271,9 @@ static void ds_hw_user_write(struct kunit *test,
 	loff_t pos = 0;
 	ssize_t n;
 
-	file = filp_open(DS_HW_USER_PATH, O_CREAT | O_WRONLY | O_TRUNC, 0700);
+	/* A file of our own: never one that is there, nor a link's target. */
+	file = filp_open(DS_HW_USER_PATH, O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY,
+			 0700);
 	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(file), "%s: %ld", DS_HW_USER_PATH,
 			       PTR_ERR(file));
 	n = kernel_write(file, img, sizeof(*img), &pos);

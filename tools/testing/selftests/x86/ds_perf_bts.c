@@ -89,15 +89,20 @@ static bool cpu_has_flag(const char *flag)
 	return found;
 }
 
-/* Count the samples from @from to @to in the mapped ring buffer @ring. */
-static int perf_samples(const char *ring, const char *from, const char *to)
+/*
+ * Find bts_jmp's branches among the samples of the mapped ring buffer
+ * @ring: each of jmp_trace must be sampled exactly once, in order.
+ * Returns how many of them were; other branches (libc's) are ignored.
+ */
+static int perf_samples(const char *ring)
 {
 	const struct perf_event_mmap_page *meta = (const void *)ring;
+	int seen[ARRAY_SIZE(jmp_trace)] = { 0 };
 	size_t page = getpagesize();
 	const struct perf_event_header *ev;
+	int next = 0, found = 0, i;
 	const __u64 *val;
 	__u64 head, off;
-	int hits = 0;
 
 	head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
 	for (off = 0; off < head; off += ev->size) {
@@ -105,10 +110,19 @@ static int perf_samples(const char *ring, const char *from, const char *to)
 		if (ev->type != PERF_RECORD_SAMPLE)
 			continue;
 		val = (const void *)(ev + 1);
-		hits += val[0] == (unsigned long)from &&
-			val[1] == (unsigned long)to;
+		for (i = 0; i < (int)ARRAY_SIZE(jmp_trace); i++) {
+			if (val[0] != (unsigned long)jmp_trace[i].from ||
+			    val[1] != (unsigned long)jmp_trace[i].to)
+				continue;
+			seen[i]++;
+			/* Out of order, or twice: not the trace of one run. */
+			if (i == next)
+				next++;
+		}
 	}
-	return hits;
+	for (i = 0; i < (int)ARRAY_SIZE(jmp_trace); i++)
+		found += seen[i] == 1;
+	return next == (int)ARRAY_SIZE(jmp_trace) ? found : -1;
 }
 
 /* bts_jmp's breakpoints, run in-process: step over them. */
@@ -116,7 +130,7 @@ static void ignore_trap(int sig)
 {
 }
 
-/* Record bts_jmp with perf; returns the samples of its first branch. */
+/* Record bts_jmp with perf; see perf_samples() for what it returns. */
 static int perf_trace_jmp(struct __test_metadata *_metadata, int fd)
 {
 	size_t len = (RING_PAGES + 1) * getpagesize();
@@ -130,18 +144,22 @@ static int perf_trace_jmp(struct __test_metadata *_metadata, int fd)
 	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_ENABLE, 0));
 	bts_jmp();
 	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_DISABLE, 0));
-	hits = perf_samples(ring, jmp_f0, jmp_t0);
+	hits = perf_samples(ring);
 	munmap(ring, len);
 	return hits;
 }
 
-/* A tracee stopped at jmp_s, traced by us with BTS; SIGKILLed on exit. */
-static pid_t start_tracee(struct __test_metadata *_metadata)
+/*
+ * A tracee stopped at jmp_s, traced by us with BTS on @backend (as the
+ * allocator chose it: PTRACE_BTS_BACKEND_ANY); SIGKILLed on exit.
+ */
+static pid_t start_tracee(struct __test_metadata *_metadata, __u32 backend)
 {
 	struct ptrace_bts_config cfg = {
 		.size = 64 * BTS_REC,
 		.flags = PTRACE_BTS_O_TRACE | PTRACE_BTS_O_ALLOC,
 	};
+	struct ptrace_bts_config now;
 	struct user_regs_struct regs;
 	int status;
 	pid_t pid;
@@ -163,6 +181,10 @@ static pid_t start_tracee(struct __test_metadata *_metadata)
 	ASSERT_EQ((unsigned long)jmp_s, regs.rip);
 	ASSERT_EQ(0, sys_ptrace(PTRACE_BTS_CONFIG, pid, &cfg, sizeof(cfg))) {
 		TH_LOG("PTRACE_BTS_CONFIG: %m");
+	}
+	ASSERT_EQ(sizeof(now), sys_ptrace(PTRACE_BTS_STATUS, pid, &now, sizeof(now)));
+	ASSERT_EQ(backend, now.backend) {
+		TH_LOG("traced by backend %u, want %u", now.backend, backend);
 	}
 	return pid;
 }
@@ -221,7 +243,7 @@ TEST_F(ds_perf, perf_records)
 {
 	self->fd = open_perf_bts();
 	ASSERT_LE(0, self->fd);
-	EXPECT_EQ(1, perf_trace_jmp(_metadata, self->fd));
+	EXPECT_EQ((int)ARRAY_SIZE(jmp_trace), perf_trace_jmp(_metadata, self->fd));
 }
 
 /*
@@ -232,7 +254,7 @@ TEST_F(ds_perf, ptrace_first)
 {
 	int i;
 
-	self->pid = start_tracee(_metadata);
+	self->pid = start_tracee(_metadata, PTRACE_BTS_BACKEND_HARDWARE);
 	EXPECT_EQ(-1, open_perf_bts());
 	EXPECT_EQ(EOPNOTSUPP, errno);
 	check_tracee(_metadata, self->pid);
@@ -248,7 +270,7 @@ TEST_F(ds_perf, ptrace_first)
 		usleep(10000);
 	}
 	ASSERT_LE(0, self->fd);
-	EXPECT_EQ(1, perf_trace_jmp(_metadata, self->fd));
+	EXPECT_EQ((int)ARRAY_SIZE(jmp_trace), perf_trace_jmp(_metadata, self->fd));
 }
 
 /*
@@ -259,9 +281,9 @@ TEST_F(ds_perf, perf_first)
 {
 	self->fd = open_perf_bts();
 	ASSERT_LE(0, self->fd);
-	self->pid = start_tracee(_metadata);
+	self->pid = start_tracee(_metadata, PTRACE_BTS_BACKEND_EMULATED);
 	check_tracee(_metadata, self->pid);
-	EXPECT_EQ(1, perf_trace_jmp(_metadata, self->fd));
+	EXPECT_EQ((int)ARRAY_SIZE(jmp_trace), perf_trace_jmp(_metadata, self->fd));
 }
 
 TEST_HARNESS_MAIN
