@@ -1235,6 +1235,9 @@ TEST_F(bts, backend_flags_only)
 	EXPECT_EQ(-1, bts_config_backend(self->pid, 0, PTRACE_BTS_O_TRACE, 0,
 					 PTRACE_BTS_BACKEND_HARDWARE));
 	EXPECT_EQ(EINVAL, errno);
+	/* but stopping works whatever it names */
+	EXPECT_EQ(0, bts_config_backend(self->pid, 0, 0, 0,
+					PTRACE_BTS_BACKEND_HARDWARE));
 	ASSERT_EQ(0, bts_config(_metadata, self->pid, 8 * BTS_REC,
 				BTS_TRACE_ALLOC, 0));
 	get_status(_metadata, self->pid, &cfg);
