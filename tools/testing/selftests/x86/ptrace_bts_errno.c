@@ -40,19 +40,24 @@ static long sys_ptrace(long request, pid_t pid, void *addr, unsigned long data)
 	return syscall(SYS_ptrace, request, pid, addr, (void *)data);
 }
 
+static const struct {
+	const char	*name;
+	int		err;
+} bts_errnos[] = {
+	{ "EIO", EIO }, { "EOPNOTSUPP", EOPNOTSUPP }, { "EBUSY", EBUSY },
+};
+
 /* The errno PTRACE_BTS_ERRNO names, 0 when unset, -1 when unknown. */
 static int expected_errno(void)
 {
 	const char *name = getenv("PTRACE_BTS_ERRNO");
+	unsigned int i;
 
 	if (!name)
 		return 0;
-	if (!strcmp(name, "EIO"))
-		return EIO;
-	if (!strcmp(name, "EOPNOTSUPP"))
-		return EOPNOTSUPP;
-	if (!strcmp(name, "EBUSY"))
-		return EBUSY;
+	for (i = 0; i < ARRAY_SIZE(bts_errnos); i++)
+		if (!strcmp(name, bts_errnos[i].name))
+			return bts_errnos[i].err;
 	return -1;
 }
 
@@ -148,18 +153,18 @@ FIXTURE_TEARDOWN(bts_errno)
  * fails.
  */
 static void busy_because_of_perf(struct __test_metadata *_metadata,
-				 FIXTURE_DATA(bts_errno) *self)
+				 pid_t tracee, int *perf_fd)
 {
 	struct ptrace_bts_config cfg = { .size = 64 * BTS_REC, .flags = BTS_TRACE_ALLOC };
 	struct ptrace_bts_config status;
 	long ret;
 	int i;
 
-	close(self->perf_fd);
-	self->perf_fd = -1;
+	close(*perf_fd);
+	*perf_fd = -1;
 	/* perf may let go of the Debug Store a little after the close. */
 	for (i = 0; i < 100; i++) {
-		ret = sys_ptrace(PTRACE_BTS_CONFIG, self->tracee, &cfg, sizeof(cfg));
+		ret = sys_ptrace(PTRACE_BTS_CONFIG, tracee, &cfg, sizeof(cfg));
 		if (ret == 0 || errno != EBUSY)
 			break;
 		usleep(10000);
@@ -168,10 +173,10 @@ static void busy_because_of_perf(struct __test_metadata *_metadata,
 		TH_LOG("PTRACE_BTS_CONFIG without perf's event: %m");
 	}
 	ASSERT_EQ((long)sizeof(status),
-		  sys_ptrace(PTRACE_BTS_STATUS, self->tracee, &status, sizeof(status)));
+		  sys_ptrace(PTRACE_BTS_STATUS, tracee, &status, sizeof(status)));
 	EXPECT_EQ((__u32)PTRACE_BTS_BACKEND_HARDWARE, status.backend);
 	cfg.flags = 0;
-	EXPECT_EQ(0, sys_ptrace(PTRACE_BTS_CONFIG, self->tracee, &cfg, sizeof(cfg)));
+	EXPECT_EQ(0, sys_ptrace(PTRACE_BTS_CONFIG, tracee, &cfg, sizeof(cfg)));
 }
 
 /* CONFIG that would start tracing fails with the expected errno. */
@@ -195,7 +200,7 @@ TEST_F(bts_errno, config_fails)
 		TH_LOG("a failed CONFIG left memory charged");
 	}
 	if (self->errno_expected == EBUSY)
-		busy_because_of_perf(_metadata, self);
+		busy_because_of_perf(_metadata, self->tracee, &self->perf_fd);
 }
 
 /* Without CONFIG_X86_DS the block of requests is unknown: each is EIO. */
