@@ -19,6 +19,7 @@
 #include <linux/elf.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/fs_struct.h>
 #include <linux/initrd.h>
 #include <linux/jiffies.h>
 #include <linux/kthread.h>
@@ -247,21 +248,30 @@ static void ds_hw_user_image(struct ds_hw_user_image *img, u32 loops)
 
 static void ds_hw_user_unlink(void)
 {
+	struct path root, parent;
 	struct dentry *dentry;
-	struct path parent;
 
+	/*
+	 * As unlink(2) does: write access to the mount first, then the
+	 * directory's lock (the order lockdep knows), and a read-only or
+	 * frozen mount keeps the file. It lives in the root directory.
+	 */
+	get_fs_root(current->fs, &root);
+	if (mnt_want_write(root.mnt))
+		goto put_root;
 	dentry = kern_path_locked(DS_HW_USER_PATH, &parent);
 	if (IS_ERR(dentry))
-		return;
-	/* As unlink(2) does: a read-only or frozen mount keeps the file. */
-	if (d_is_positive(dentry) && !mnt_want_write(parent.mnt)) {
+		goto drop_write;
+	if (d_is_positive(dentry))
 		vfs_unlink(mnt_idmap(parent.mnt), d_inode(parent.dentry),
 			   dentry, NULL);
-		mnt_drop_write(parent.mnt);
-	}
 	dput(dentry);
 	inode_unlock(d_inode(parent.dentry));
 	path_put(&parent);
+drop_write:
+	mnt_drop_write(root.mnt);
+put_root:
+	path_put(&root);
 }
 
 static void ds_hw_user_write(struct kunit *test,
