@@ -27,6 +27,7 @@
 
 #include "../kselftest_harness.h"
 #include "ptrace_bts.h"
+#include "ptrace_bts_util.h"
 
 #define BTS_REC		sizeof(struct bts_struct)
 /* perf's ring buffer: one header page and 2^n data pages. */
@@ -41,53 +42,6 @@ static const struct {
 	{ jmp_f0, jmp_t0 }, { jmp_f1, jmp_t1 },
 	{ jmp_f3, jmp_f2 }, { jmp_f2, jmp_t2 },
 };
-
-static long sys_ptrace(long request, pid_t pid, void *addr, unsigned long data)
-{
-	return syscall(SYS_ptrace, request, pid, addr, (void *)data);
-}
-
-/* perf's BTS event: every user-mode branch of this task, as a sample. */
-static int open_perf_bts(void)
-{
-	struct perf_event_attr attr = {
-		.type		= PERF_TYPE_HARDWARE,
-		.size		= sizeof(attr),
-		.config		= PERF_COUNT_HW_BRANCH_INSTRUCTIONS,
-		.sample_period	= 1,
-		.sample_type	= PERF_SAMPLE_IP | PERF_SAMPLE_ADDR,
-		.disabled	= 1,
-		.exclude_kernel	= 1,
-		.exclude_hv	= 1,
-	};
-
-	return syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
-}
-
-/* Does the "flags" line of /proc/cpuinfo list @flag? */
-static bool cpu_has_flag(const char *flag)
-{
-	char line[4096], *tok, *save;
-	bool found = false;
-	FILE *f;
-
-	f = fopen("/proc/cpuinfo", "r");
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "flags", strlen("flags")))
-			continue;
-		tok = strchr(line, ':');
-		if (!tok)
-			continue;
-		for (tok = strtok_r(tok + 1, "\n ", &save); tok && !found;
-		     tok = strtok_r(NULL, "\n ", &save))
-			found = !strcmp(tok, flag);
-		break;
-	}
-	fclose(f);
-	return found;
-}
 
 /*
  * Find bts_jmp's branches among the samples of the mapped ring buffer
@@ -217,7 +171,7 @@ FIXTURE(ds_perf) {
 FIXTURE_SETUP(ds_perf)
 {
 	self->pid = 0;
-	self->fd = open_perf_bts();
+	self->fd = open_perf_bts(0, true);
 	/* A CPU with BTS has a PMU driver with the BTS event. */
 	if (self->fd < 0 && errno == ENOENT && !cpu_has_flag("bts"))
 		SKIP(return, "no BTS: the CPU lacks the \"bts\" flag");
@@ -241,7 +195,7 @@ FIXTURE_TEARDOWN(ds_perf)
 /* perf's BTS event records through the save area ds.c installed. */
 TEST_F(ds_perf, perf_records)
 {
-	self->fd = open_perf_bts();
+	self->fd = open_perf_bts(0, true);
 	ASSERT_LE(0, self->fd);
 	EXPECT_EQ((int)ARRAY_SIZE(jmp_trace), perf_trace_jmp(_metadata, self->fd));
 }
@@ -255,7 +209,7 @@ TEST_F(ds_perf, ptrace_first)
 	int i;
 
 	self->pid = start_tracee(_metadata, PTRACE_BTS_BACKEND_HARDWARE);
-	EXPECT_EQ(-1, open_perf_bts());
+	EXPECT_EQ(-1, open_perf_bts(0, true));
 	EXPECT_EQ(EOPNOTSUPP, errno);
 	check_tracee(_metadata, self->pid);
 
@@ -264,7 +218,7 @@ TEST_F(ds_perf, ptrace_first)
 	self->pid = 0;
 	/* The tracer's release may trail the reaping a little. */
 	for (i = 0; i < 100; i++) {
-		self->fd = open_perf_bts();
+		self->fd = open_perf_bts(0, true);
 		if (self->fd >= 0)
 			break;
 		usleep(10000);
@@ -279,7 +233,7 @@ TEST_F(ds_perf, ptrace_first)
  */
 TEST_F(ds_perf, perf_first)
 {
-	self->fd = open_perf_bts();
+	self->fd = open_perf_bts(0, true);
 	ASSERT_LE(0, self->fd);
 	self->pid = start_tracee(_metadata, PTRACE_BTS_BACKEND_EMULATED);
 	check_tracee(_metadata, self->pid);

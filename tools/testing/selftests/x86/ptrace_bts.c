@@ -47,6 +47,7 @@
 #include "../kselftest_harness.h"
 #include "helpers.h"
 #include "ptrace_bts.h"
+#include "ptrace_bts_util.h"
 
 #define BTS_REC			sizeof(struct bts_struct)
 /* The first struct ptrace_bts_config, without backend; and today's. */
@@ -81,32 +82,6 @@ static const struct branch jmp_trace[] = {
 	{ jmp_f0, jmp_t0 }, { jmp_f1, jmp_t1 },
 	{ jmp_f3, jmp_f2 }, { jmp_f2, jmp_t2 },
 };
-
-static long sys_ptrace(long request, pid_t pid, void *addr, unsigned long data)
-{
-	return syscall(SYS_ptrace, request, pid, addr, (void *)data);
-}
-
-/* Charge of the trace buffers: VmLck of @pid (0: self) in kB. */
-static long vmlck_kb(pid_t pid)
-{
-	char path[64], line[128];
-	long kb = -1;
-	FILE *f;
-
-	if (pid)
-		snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	else
-		snprintf(path, sizeof(path), "/proc/self/status");
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
 
 /*
  * The refund may be deferred past the tracee's reaping (release from a
@@ -1095,28 +1070,6 @@ TEST_F(bts, memory_charge)
 }
 
 /* ---- Backends ---- */
-
-/* Does /proc/cpuinfo list @flag for the first CPU? */
-static bool cpu_has_flag(const char *flag)
-{
-	char line[4096], *tok, *save;
-	bool found = false;
-	FILE *f;
-
-	f = fopen("/proc/cpuinfo", "r");
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "flags", 5))
-			continue;
-		for (tok = strtok_r(line, " \t\n", &save); tok;
-		     tok = strtok_r(NULL, " \t\n", &save))
-			found |= !strcmp(tok, flag);
-		break;
-	}
-	fclose(f);
-	return found;
-}
 
 #define DS_FORCE_EMULATION "/sys/module/ds/parameters/force_emulation"
 

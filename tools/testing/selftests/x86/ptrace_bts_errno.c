@@ -28,17 +28,13 @@
 #include <linux/ptrace.h>
 
 #include "../kselftest_harness.h"
+#include "ptrace_bts_util.h"
 
 #define BTS_REC			sizeof(struct bts_struct)
 #define BTS_TRACE_ALLOC		(PTRACE_BTS_O_TRACE | PTRACE_BTS_O_ALLOC)
 /* The request numbers around the PTRACE_BTS_* block. */
 #define PTRACE_BTS_FIRST	PTRACE_BTS_CONFIG
 #define PTRACE_BTS_LAST		PTRACE_BTS_DRAIN
-
-static long sys_ptrace(long request, pid_t pid, void *addr, unsigned long data)
-{
-	return syscall(SYS_ptrace, request, pid, addr, (void *)data);
-}
 
 static const struct {
 	const char	*name;
@@ -59,42 +55,6 @@ static int expected_errno(void)
 		if (!strcmp(name, bts_errnos[i].name))
 			return bts_errnos[i].err;
 	return -1;
-}
-
-/*
- * perf's BTS event on @pid: every user-mode branch as a sample. While it
- * exists, perf holds the Debug Store.
- */
-static int open_perf_bts(pid_t pid)
-{
-	struct perf_event_attr attr = {
-		.type		= PERF_TYPE_HARDWARE,
-		.size		= sizeof(attr),
-		.config		= PERF_COUNT_HW_BRANCH_INSTRUCTIONS,
-		.sample_period	= 1,
-		.sample_type	= PERF_SAMPLE_IP | PERF_SAMPLE_ADDR,
-		.exclude_kernel	= 1,
-		.exclude_hv	= 1,
-	};
-
-	return syscall(SYS_perf_event_open, &attr, pid, -1, -1, 0);
-}
-
-/* The locked memory of this process, in kB, from /proc/self/status. */
-static long vmlck_kb(void)
-{
-	char line[128];
-	long kb = -1;
-	FILE *f;
-
-	f = fopen("/proc/self/status", "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
 }
 
 FIXTURE(bts_errno) {
@@ -130,7 +90,7 @@ FIXTURE_SETUP(bts_errno)
 	ASSERT_TRUE(WIFSTOPPED(status));
 
 	if (self->errno_expected == EBUSY) {
-		self->perf_fd = open_perf_bts(self->tracee);
+		self->perf_fd = open_perf_bts(self->tracee, false);
 		ASSERT_LE(0, self->perf_fd) {
 			TH_LOG("perf's BTS event on the tracee: %m");
 		}
@@ -196,7 +156,7 @@ TEST_F(bts_errno, config_fails)
 	cfg.signal = SIGUSR2;
 	EXPECT_EQ(-1, sys_ptrace(PTRACE_BTS_CONFIG, self->tracee, &cfg, sizeof(cfg)));
 	EXPECT_EQ(self->errno_expected, errno);
-	EXPECT_EQ(0, vmlck_kb()) {
+	EXPECT_EQ(0, vmlck_kb(0)) {
 		TH_LOG("a failed CONFIG left memory charged");
 	}
 	if (self->errno_expected == EBUSY)
@@ -259,7 +219,7 @@ TEST_F(bts_errno, other_requests)
 		every_request_eio(_metadata, self->tracee);
 	else
 		untraced_answers(_metadata, self->tracee);
-	EXPECT_EQ(0, vmlck_kb());
+	EXPECT_EQ(0, vmlck_kb(0));
 }
 
 TEST_HARNESS_MAIN
