@@ -102,9 +102,6 @@ check: series
 $(OBJ)/.config: $(TOP)/vm/kernel.config $(BUILD)/tree-head
 	@$(TOP)/mk/kconfig.sh $(SRC) $(OBJ) $(TOP)/vm/kernel.config
 
-$(RUN_OBJ)/.config: $(TOP)/vm/kernel.config $(TOP)/vm/run.config $(BUILD)/tree-head
-	@$(TOP)/mk/kconfig.sh $(SRC) $(RUN_OBJ) $(TOP)/vm/kernel.config $(TOP)/vm/run.config
-
 config: tree
 	@$(MAKE) -s $(OBJ)/.config
 
@@ -112,37 +109,27 @@ kernel: config
 	@echo "kernel: building $(BZIMAGE)"
 	@$(KMAKE) bzImage
 
-I386_FRAGMENTS := $(TOP)/vm/kernel.config $(TOP)/vm/i386.config $(TOP)/vm/i386-test.config
-$(I386_OBJ)/.config: $(I386_FRAGMENTS) $(BUILD)/tree-head
-	@ARCH=i386 $(TOP)/mk/kconfig.sh $(SRC) $(I386_OBJ) $(I386_FRAGMENTS)
+# extra_kernel <target> <obj dir> <arch> <fragments>: a kernel of its own
+# config; the config is regenerated only when a fragment or the series
+# changed.
+define extra_kernel
+$(2)/.config: $(4) $(BUILD)/tree-head
+	@ARCH=$(3) $(TOP)/mk/kconfig.sh $(SRC) $(2) $(4)
 
-i386-kernel: tree
-	@$(MAKE) -s $(I386_OBJ)/.config
-	@echo "kernel: building $(I386_BZIMAGE)"
-	@flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC) O=$(I386_OBJ) ARCH=i386 -j$(JOBS) bzImage
+$(1): tree
+	@$(MAKE) -s $(2)/.config
+	@echo "kernel: building $(2)/arch/x86/boot/bzImage"
+	@flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC) O=$(2) ARCH=$(3) -j$(JOBS) bzImage
+endef
 
-NODS_FRAGMENTS := $(TOP)/vm/kernel.config $(TOP)/vm/no-ds.config
-$(NODS_OBJ)/.config: $(NODS_FRAGMENTS) $(BUILD)/tree-head
-	@$(TOP)/mk/kconfig.sh $(SRC) $(NODS_OBJ) $(NODS_FRAGMENTS)
-
-nods-kernel: tree
-	@$(MAKE) -s $(NODS_OBJ)/.config
-	@echo "kernel: building $(NODS_BZIMAGE)"
-	@flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC) O=$(NODS_OBJ) ARCH=x86_64 -j$(JOBS) bzImage
-
-NOEMU_FRAGMENTS := $(TOP)/vm/kernel.config $(TOP)/vm/no-emulate.config
-$(NOEMU_OBJ)/.config: $(NOEMU_FRAGMENTS) $(BUILD)/tree-head
-	@$(TOP)/mk/kconfig.sh $(SRC) $(NOEMU_OBJ) $(NOEMU_FRAGMENTS)
-
-noemu-kernel: tree
-	@$(MAKE) -s $(NOEMU_OBJ)/.config
-	@echo "kernel: building $(NOEMU_BZIMAGE)"
-	@flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC) O=$(NOEMU_OBJ) ARCH=x86_64 -j$(JOBS) bzImage
-
-run-kernel: tree
-	@$(MAKE) -s $(RUN_OBJ)/.config
-	@echo "kernel: building $(RUN_BZIMAGE)"
-	@flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC) O=$(RUN_OBJ) ARCH=x86_64 -j$(JOBS) bzImage
+$(eval $(call extra_kernel,i386-kernel,$(I386_OBJ),i386,\
+	$(TOP)/vm/kernel.config $(TOP)/vm/i386.config $(TOP)/vm/i386-test.config))
+$(eval $(call extra_kernel,nods-kernel,$(NODS_OBJ),x86_64,\
+	$(TOP)/vm/kernel.config $(TOP)/vm/no-ds.config))
+$(eval $(call extra_kernel,noemu-kernel,$(NOEMU_OBJ),x86_64,\
+	$(TOP)/vm/kernel.config $(TOP)/vm/no-emulate.config))
+$(eval $(call extra_kernel,run-kernel,$(RUN_OBJ),x86_64,\
+	$(TOP)/vm/kernel.config $(TOP)/vm/run.config))
 
 headers: config
 	@$(KMAKE) headers
