@@ -32,13 +32,14 @@ cflags=(-m64 -O2 -g -ffreestanding -fno-pic -fno-pie -fno-stack-protector
 	-fno-builtin -fno-tree-loop-distribute-patterns -nostdinc -isystem "$(gcc -print-file-name=include)"
 	-Wall -Wextra -Wno-unused-parameter -Werror)
 set -e
-gcc "${cflags[@]}" -c "$src/boot.S" -o "$out/boot.o"
-gcc "${cflags[@]}" -c "$src/seq.S" -o "$out/seq.o"
-gcc "${cflags[@]}" -c "$src/main.c" -o "$out/main.o"
+objs=()
+for f in boot.S seq.S lib.c main.c; do
+	gcc "${cflags[@]}" -c "$src/$f" -o "$out/${f%.*}.o"
+	objs+=("$out/${f%.*}.o")
+done
 ld -nostdlib -static -no-pie --build-id=none -z max-page-size=0x1000 \
 	--no-warn-rwx-segments \
-	-T "$src/link.ld" -o "$out/bts-test.elf" \
-	"$out/boot.o" "$out/seq.o" "$out/main.o"
+	-T "$src/link.ld" -o "$out/bts-test.elf" "${objs[@]}"
 objcopy -O binary "$out/bts-test.elf" "$out/bts-test.bin"
 set +e
 

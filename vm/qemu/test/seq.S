@@ -11,25 +11,6 @@
  */
 #include "test.h"
 
-.macro TRACE_ON
-	movl	%edi, %eax
-	xorl	%edx, %edx
-	movl	$MSR_DEBUGCTL, %ecx
-	wrmsr
-.endm
-
-.macro TRACE_OFF
-	xorl	%eax, %eax
-	xorl	%edx, %edx
-	movl	$MSR_DEBUGCTL, %ecx
-	wrmsr
-.endm
-
-.macro GLABEL name
-	.globl \name
-\name\():
-.endm
-
 	.text
 	.code64
 
@@ -124,6 +105,7 @@ GLABEL w\n
 	.endr
 GLABEL w6
 	TRACE_OFF
+GLABEL w6_off
 	ret
 
 /* Same, with interrupts enabled around it (fixed-vector PMI test). */
@@ -193,8 +175,8 @@ GLABEL pmi_iret_site
 /* ---- User mode ---- */
 
 /*
- * run_user(entry = %rdi, debugctl = %rsi): turn tracing on, IRETQ to ring
- * 3 at entry.  The user code comes back with INT $USER_EXIT_VECTOR, whose
+ * run_user(entry = %rdi, debugctl = %rsi, cs = %rdx): turn tracing on,
+ * IRETQ to ring 3 at cs:entry.  The user code comes back with INT $USER_EXIT_VECTOR, whose
  * handler turns tracing off and returns from run_user().
  */
 GLABEL run_user
@@ -209,7 +191,7 @@ GLABEL run_user
 	leaq	user_stack_top(%rip), %rax
 	pushq	%rax
 	pushq	$0x2			/* RFLAGS: IF clear */
-	pushq	$USER_CS
+	pushq	%rdx
 	pushq	%rdi
 	movl	%esi, %edi
 	TRACE_ON
