@@ -33,7 +33,7 @@ cflags=(-m64 -O2 -g -ffreestanding -fno-pic -fno-pie -fno-stack-protector
 	-Wall -Wextra -Wno-unused-parameter -Werror)
 set -e
 objs=()
-for f in boot.S seq.S lib.c main.c; do
+for f in boot.S seq.S xfer_seq.S trap_seq.S lib.c main.c xfer.c trap.c buffer.c smp.c; do
 	gcc "${cflags[@]}" -c "$src/$f" -o "$out/${f%.*}.o"
 	objs+=("$out/${f%.*}.o")
 done

@@ -327,6 +327,8 @@ static void fault_test(const char *how)
 		ds->bts_absolute_maximum = READONLY_PAGE + 32 * REC_SIZE;
 	} else if (find(how, "unmapped-ds")) {
 		wrmsr(MSR_DS_AREA, UNMAPPED_PAGE);
+	} else if (find(how, "straddle-")) {
+		straddle_fault(how);
 	} else {
 		puts_serial("not ok - unknown fault= test\n");
 		qemu_exit(EXIT_FAIL);
@@ -390,6 +392,22 @@ void kmain(void)
 	test_user();
 	test_buffer_end();
 	test_threshold();
+
+	test_transfers();
+	test_compat();
+	test_user_filter();
+	test_faulting();
+	test_traps();
+	test_btf();
+	test_debugctl();
+	test_pmu();
+	test_edges();
+	test_thresholds();
+	test_skid();
+	test_lvtpc();
+	test_straddle();
+	if (rd.smp > 1)
+		test_smp();
 
 	puts_serial("1..");
 	put_dec(test_no);
