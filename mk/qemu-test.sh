@@ -1,11 +1,15 @@
 #!/bin/bash
 # The BTS machine model's own test: build the freestanding test kernel in
 # vm/qemu/test/ and boot it (multiboot) on
-#   1. the model, -cpu $BTS_CPU,bts=on: every case must pass;
-#   2. the model with the buffer or the DS area on a bad page: QEMU must stop
-#      with "BTS: DS store fault" and exit status 1;
+#   1. the model, -cpu $BTS_CPU,bts=on, two vCPUs, once per set of readings
+#      of the SDM (bts-cpl=, pmi-skid=, bts-trap-from=, arch-pmu=; the
+#      guest learns them from its command line): every case must pass;
+#   2. the model with the buffer or the DS area on a bad page, or across a
+#      page boundary into one: QEMU must stop with "BTS: DS store fault" and
+#      exit status 1;
 #   3. the model without bts=on, and stock Debian QEMU: the test must report
-#      that BTS is absent and that DEBUGCTL/DS_AREA behave as before.
+#      that BTS is absent and that DEBUGCTL/DS_AREA behave as before (and,
+#      on the model, that ICEBP raises #DB).
 # Prints one TAP stream ("ok N - name" / "not ok N - name") and exits
 # non-zero on any failure.
 #
@@ -58,12 +62,12 @@ tap() {		# tap <ok 0|1> <name>
 	fi
 }
 
-# boot <name> <qemu> <cpu> [append]: serial to $out/<name>.log, stderr to
-# $out/<name>.err, exit status in $rc
+# boot <name> <qemu> <cpu> [append [smp]]: serial to $out/<name>.log,
+# stderr to $out/<name>.err, exit status in $rc
 boot() {
-	local name=$1 qemu=$2 cpu=$3 append=${4:-}
+	local name=$1 qemu=$2 cpu=$3 append=${4:-} smp=${5:-1}
 	local args=(-L /usr/share/qemu -L /usr/share/seabios -nic none
-		-accel tcg -cpu "$cpu" -m 64 -display none -no-reboot
+		-accel tcg -cpu "$cpu" -smp "$smp" -m 64 -display none -no-reboot
 		-monitor none -serial "file:$out/$name.log"
 		-device isa-debug-exit,iobase=0xf4,iosize=0x04
 		-kernel "$out/bts-test.bin")
@@ -92,14 +96,27 @@ relay() {	# relay <name> <prefix>
 		"$2: the guest's plan (1..${plan:-missing}) counts its $results results"
 }
 
-# 1. the model
-boot model "$QEMU" "$cpu,bts=on"
-relay model "bts"
-tap $([ $rc -eq 33 ] && echo 1 || echo 0) "bts: test kernel exits PASS (status $rc)"
-[ $rc -eq 33 ] || sed 's/^/# stderr: /' "$out/model.err" | grep -v "TCG doesn't support" | head -20
+# 1. the model, under each reading the SDM leaves open.  The first set is
+# the model's defaults (bts-cpl=source, pmi-skid=0, bts-trap-from=next),
+# which the guest assumes when its command line does not say.  Every
+# property gets each of its readings in some boot; each boot checks all of
+# the semantics under its readings.
+readings=(
+	"arch-pmu=on"
+	"bts-cpl=target,pmi-skid=5,bts-trap-from=insn,arch-pmu=on"
+	"bts-cpl=either,pmi-skid=2,bts-trap-from=next"
+)
+i=0
+for r in "${readings[@]}"; do
+	i=$((i + 1))
+	boot "model-$i" "$QEMU" "$cpu,bts=on,$r" "${r//,/ } smp=2" 2
+	relay "model-$i" "bts,$r"
+	tap $([ $rc -eq 33 ] && echo 1 || echo 0) "bts,$r: test kernel exits PASS (status $rc)"
+	[ $rc -eq 33 ] || sed 's/^/# stderr: /' "$out/model-$i.err" | grep -v "TCG doesn't support" | head -20
+done
 
 # 2. store faults stop the machine
-for f in unmapped-buffer readonly-buffer unmapped-ds; do
+for f in unmapped-buffer readonly-buffer unmapped-ds straddle-buffer straddle-ds; do
 	boot "fault-$f" "$QEMU" "$cpu,bts=on" "fault=$f"
 	ok=0
 	if [ $rc -eq 1 ] && grep -q "BTS: DS store fault at" "$out/fault-$f.err"; then
@@ -111,7 +128,7 @@ for f in unmapped-buffer readonly-buffer unmapped-ds; do
 done
 
 # 3. no bts=on: BTS absent, behaviour unchanged
-boot nobts "$QEMU" "$cpu"
+boot nobts "$QEMU" "$cpu" "icebp=db"
 relay nobts "model without bts=on"
 tap $([ $rc -eq 37 ] && echo 1 || echo 0) "model without bts=on: reports BTS absent (status $rc)"
 

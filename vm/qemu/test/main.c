@@ -339,6 +339,15 @@ static void fault_test(const char *how)
 	qemu_exit(EXIT_FAIL);
 }
 
+/* The model without bts=on: ICEBP (F1) is a #DB trap there too */
+static void test_icebp_nobts(void)
+{
+	set_gate(1, fix_db, 0);
+	fix_reset(0, 0);
+	asm volatile(".byte 0xf1; nop" : : : "memory");
+	tap(fix_count == 1 && fix_vec == 1, "ICEBP raises #DB, not #UD");
+}
+
 void kmain(void)
 {
 	const char *how;
@@ -368,6 +377,8 @@ void kmain(void)
 		tap(!(c & (1 << 2)), "no BTS: CPUID.1:ECX.DTES64 clear too");
 		tap(ctl == 0 && area == 0,
 		    "no BTS: DEBUGCTL and DS_AREA writes ignored, read 0 (stock behaviour)");
+		if (find(cmdline(), "icebp=db"))
+			test_icebp_nobts();
 		puts_serial("1..");
 		put_dec(test_no);
 		puts_serial("\n");
