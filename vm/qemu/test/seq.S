@@ -190,7 +190,7 @@ GLABEL run_user
 	pushq	$USER_DS
 	leaq	user_stack_top(%rip), %rax
 	pushq	%rax
-	pushq	$0x2			/* RFLAGS: IF clear */
+	pushq	user_rflags(%rip)	/* 0x2: IF clear */
 	pushq	%rdx
 	pushq	%rdi
 	movl	%esi, %edi
@@ -214,6 +214,16 @@ GLABEL syscall_entry
 GLABEL sysret_site
 	sysretq
 
+/*
+ * Ring-3 code entered with IF set and an interrupt pending (taken before
+ * its first instruction), then a #UD (the handler skips the UD2).
+ */
+GLABEL user_irq
+GLABEL ui_ud_site
+	ud2
+GLABEL ui_exit_site
+	int	$USER_EXIT_VECTOR
+
 /* Ring-3 code: JMP, SYSCALL (and SYSRET back), then leave. */
 GLABEL user_seq
 GLABEL u_jmp_site
@@ -232,6 +242,9 @@ si_fptr:
 	.quad	si_func
 saved_ksp:
 	.quad	0
+	.globl user_rflags
+user_rflags:
+	.quad	0x2
 	.globl gp_count, nmi_count, pmi_count, pmi_index
 gp_count:
 	.long	0

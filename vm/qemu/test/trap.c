@@ -21,7 +21,8 @@ extern char dw_next[], bf_jmp_site[], bf_to[];
 extern char tm_after[], rep_site[], user_rdpmc[];
 extern char pf_handler[], ud_handler[];
 extern volatile u32 watched;
-extern volatile u64 user_pmc;
+extern volatile u64 user_pmc, user_rflags;
+extern char user_irq[], ui_ud_site[], ui_exit_site[], ud_iret_site[];
 
 #define DR6_INIT	0xffff0ff0ULL
 #define DR6_BS		(1 << 14)
@@ -161,11 +162,51 @@ static void test_rep(void)
 	    "REP MOVSB faulting mid-way (#PF, RCX 0x100 left): from = the REP MOVSB, then it resumes");
 }
 
+/*
+ * From ring 3: the timer interrupt, pending when IRETQ sets IF, comes in
+ * before the first user instruction; then a #UD.  Which records are kept
+ * follows BTS_OFF_* and the bts-cpl= reading.
+ */
+static int user_irq_run(u32 ctl)
+{
+	long spin;
+
+	exp_reset();
+	exp_cpl((u64)ru_iret_site, (u64)user_irq, ctl, 0, 3);
+	exp_cpl((u64)user_irq, (u64)fix_timer, ctl, 3, 0);
+	exp_cpl((u64)fix_timer_iret, (u64)user_irq, ctl, 0, 3);
+	exp_cpl((u64)ui_ud_site, (u64)ud_handler, ctl, 3, 0);
+	exp_cpl((u64)ud_iret_site, (u64)ui_exit_site, ctl, 0, 3);
+	exp_cpl((u64)ui_exit_site, (u64)user_exit_handler, ctl, 3, 0);
+
+	fix_reset(0, 0);
+	timer_arm(1000);
+	for (spin = 0; spin < 100000000 && !timer_pending(); spin++)
+		;
+	ds_setup_plain();
+	user_rflags = 0x202;
+	run_user(user_irq, ctl, USER_CS);
+	user_rflags = 0x2;
+	return exp_check() && fix_count == 1 && fix_rip == (u64)user_irq;
+}
+
+static void test_user_irq(void)
+{
+	set_gate(6, ud_handler, 0);
+	tap(user_irq_run(CTL_ALL),
+	    "ring 3: a timer interrupt before the first instruction, a #UD, and their IRETQs");
+	tap(user_irq_run(CTL_ALL | DEBUGCTL_BTS_OFF_OS),
+	    "ring 3, BTS_OFF_OS: interrupt and exception entries/returns as bts-cpl= reads");
+	tap(user_irq_run(CTL_ALL | DEBUGCTL_BTS_OFF_USR),
+	    "ring 3, BTS_OFF_USR: interrupt and exception entries/returns as bts-cpl= reads");
+}
+
 void test_traps(void)
 {
 	test_single_step();
 	test_watchpoint();
 	test_timer();
+	test_user_irq();
 	test_rep();
 }
 
@@ -210,6 +251,27 @@ void test_btf(void)
 	    "ICEBP: #DB (not #UD), and it clears DEBUGCTL.BTF");
 }
 
+/* Which of the bits in mask does DEBUGCTL keep on its own? */
+static void debugctl_bits(u64 mask)
+{
+	int bit;
+	u64 v;
+
+	for (bit = 0; bit < 64; bit++) {
+		if (!(mask & (1ULL << bit)))
+			continue;
+		gp_count = 0;
+		wrmsr(MSR_DEBUGCTL, 1ULL << bit);
+		v = rdmsr(MSR_DEBUGCTL);
+		wrmsr(MSR_DEBUGCTL, 0);
+		if (v == 1ULL << bit && !gp_count)
+			continue;
+		diag_hex("bit", bit);
+		diag_hex("  read", v);
+		diag_hex("  #GP", gp_count);
+	}
+}
+
 void test_debugctl(void)
 {
 	static const int reserved[] = { 2, 3, 4, 5, 16, 24, 31, 32, 63 };
@@ -228,7 +290,7 @@ void test_debugctl(void)
 	wrmsr(MSR_DEBUGCTL, 0);
 	tap(v == valid, "DEBUGCTL: LBR, BTF, BTINT, BTS_OFF_OS/USR, bits 11-15 read back");
 	if (v != valid)
-		diag_hex("read", v);
+		debugctl_bits(valid);
 
 	ds_setup_plain();
 	wrmsr(MSR_DEBUGCTL, CTL_ALL);
@@ -308,6 +370,10 @@ void test_pmu(void)
 		set_gate(6, ud_handler, 0);
 		tap(fix_count == 1 && fix_vec == 6,
 		    "without arch-pmu: RDPMC raises #UD");
+		if (fix_count != 1 || fix_vec != 6) {
+			diag_hex("exceptions", fix_count);
+			diag_hex("vector", fix_vec);
+		}
 		return;
 	}
 
