@@ -11,7 +11,10 @@
  *   0x410000           not present      (fault tests)
  *   0x411000           supervisor-only, read-only (fault tests)
  *   0x413000           not present until a test's #PF handler maps it
+ *   0x414000           accessed and dirty flags clear (fault=clear-ad)
  *   the rest           supervisor-only, writable
+ * The 4 KiB pages have their accessed and dirty flags set, as the SDM asks
+ * of the DS area and the buffers, but for 0x414000.
  */
 #include "test.h"
 
@@ -62,15 +65,16 @@ _start32:
 	/* 0x400000-0x5fffff through a 4 KiB page table */
 	movl	$pt + 0x7, pd + 2 * 8
 	movl	$pt, %edi
-	movl	$0x400003, %eax		/* P | W, supervisor only */
+	movl	$0x400063, %eax		/* P | W | A | D, supervisor only */
 	movl	$512, %ecx
 3:	movl	%eax, (%edi)
 	addl	$0x1000, %eax
 	addl	$8, %edi
 	loop	3b
 	movl	$0, pt + 0x10 * 8			/* 0x410000: not present */
-	movl	$0x411001, pt + 0x11 * 8		/* 0x411000: read-only */
+	movl	$0x411061, pt + 0x11 * 8		/* 0x411000: read-only */
 	movl	$0, pt + 0x13 * 8			/* 0x413000: not yet */
+	movl	$0x414003, pt + 0x14 * 8		/* 0x414000: A, D clear */
 
 	/* PAE, then long mode with SYSCALL, then paging */
 	movl	%cr4, %eax

@@ -329,6 +329,11 @@ static void fault_test(const char *how)
 		wrmsr(MSR_DS_AREA, UNMAPPED_PAGE);
 	} else if (find(how, "straddle-")) {
 		straddle_fault(how);
+	} else if (find(how, "clear-ad")) {
+		/* Mapped writable, but the SDM wants A and D set beforehand */
+		ds->bts_buffer_base = CLEAR_AD_PAGE;
+		ds->bts_index = CLEAR_AD_PAGE;
+		ds->bts_absolute_maximum = CLEAR_AD_PAGE + 32 * REC_SIZE;
 	} else {
 		puts_serial("not ok - unknown fault= test\n");
 		qemu_exit(EXIT_FAIL);
