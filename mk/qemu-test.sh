@@ -1,11 +1,16 @@
 #!/bin/bash
 # The BTS machine model's own test: build the freestanding test kernel in
 # vm/qemu/test/ and boot it (multiboot) on
-#   1. the model, -cpu $BTS_CPU,bts=on: every case must pass;
-#   2. the model with the buffer or the DS area on a bad page: QEMU must stop
-#      with "BTS: DS store fault" and exit status 1;
+#   1. the model, -cpu $BTS_CPU,bts=on, two vCPUs, once per set of readings
+#      of the SDM (bts-cpl=, pmi-skid=, bts-trap-from=, arch-pmu=; the
+#      guest learns them from its command line): every case must pass;
+#   2. the model with the buffer or the DS area on a bad page, or across a
+#      page boundary into one, or on a page whose accessed and dirty flags
+#      are clear: QEMU must stop with "BTS: DS store fault" and exit status
+#      1, naming the A/D flags for that last case only;
 #   3. the model without bts=on, and stock Debian QEMU: the test must report
-#      that BTS is absent and that DEBUGCTL/DS_AREA behave as before.
+#      that BTS is absent and that DEBUGCTL/DS_AREA behave as before (and,
+#      on the model, that ICEBP raises #DB).
 # Prints one TAP stream ("ok N - name" / "not ok N - name") and exits
 # non-zero on any failure.
 #
@@ -32,13 +37,14 @@ cflags=(-m64 -O2 -g -ffreestanding -fno-pic -fno-pie -fno-stack-protector
 	-fno-builtin -fno-tree-loop-distribute-patterns -nostdinc -isystem "$(gcc -print-file-name=include)"
 	-Wall -Wextra -Wno-unused-parameter -Werror)
 set -e
-gcc "${cflags[@]}" -c "$src/boot.S" -o "$out/boot.o"
-gcc "${cflags[@]}" -c "$src/seq.S" -o "$out/seq.o"
-gcc "${cflags[@]}" -c "$src/main.c" -o "$out/main.o"
+objs=()
+for f in boot.S seq.S xfer_seq.S trap_seq.S lib.c main.c xfer.c trap.c buffer.c smp.c; do
+	gcc "${cflags[@]}" -c "$src/$f" -o "$out/${f%.*}.o"
+	objs+=("$out/${f%.*}.o")
+done
 ld -nostdlib -static -no-pie --build-id=none -z max-page-size=0x1000 \
 	--no-warn-rwx-segments \
-	-T "$src/link.ld" -o "$out/bts-test.elf" \
-	"$out/boot.o" "$out/seq.o" "$out/main.o"
+	-T "$src/link.ld" -o "$out/bts-test.elf" "${objs[@]}"
 objcopy -O binary "$out/bts-test.elf" "$out/bts-test.bin"
 set +e
 
@@ -57,12 +63,12 @@ tap() {		# tap <ok 0|1> <name>
 	fi
 }
 
-# boot <name> <qemu> <cpu> [append]: serial to $out/<name>.log, stderr to
-# $out/<name>.err, exit status in $rc
+# boot <name> <qemu> <cpu> [append [smp]]: serial to $out/<name>.log,
+# stderr to $out/<name>.err, exit status in $rc
 boot() {
-	local name=$1 qemu=$2 cpu=$3 append=${4:-}
+	local name=$1 qemu=$2 cpu=$3 append=${4:-} smp=${5:-1}
 	local args=(-L /usr/share/qemu -L /usr/share/seabios -nic none
-		-accel tcg -cpu "$cpu" -m 64 -display none -no-reboot
+		-accel tcg -cpu "$cpu" -smp "$smp" -m 64 -display none -no-reboot
 		-monitor none -serial "file:$out/$name.log"
 		-device isa-debug-exit,iobase=0xf4,iosize=0x04
 		-kernel "$out/bts-test.bin")
@@ -91,18 +97,38 @@ relay() {	# relay <name> <prefix>
 		"$2: the guest's plan (1..${plan:-missing}) counts its $results results"
 }
 
-# 1. the model
-boot model "$QEMU" "$cpu,bts=on"
-relay model "bts"
-tap $([ $rc -eq 33 ] && echo 1 || echo 0) "bts: test kernel exits PASS (status $rc)"
-[ $rc -eq 33 ] || sed 's/^/# stderr: /' "$out/model.err" | grep -v "TCG doesn't support" | head -20
+# 1. the model, under each reading the SDM leaves open.  The first set is
+# the model's defaults (bts-cpl=source, pmi-skid=0, bts-trap-from=next),
+# which the guest assumes when its command line does not say.  Every
+# property gets each of its readings in some boot; each boot checks all of
+# the semantics under its readings.
+readings=(
+	"arch-pmu=on"
+	"bts-cpl=target,pmi-skid=5,bts-trap-from=insn,arch-pmu=on"
+	"bts-cpl=either,pmi-skid=2,bts-trap-from=next"
+)
+i=0
+for r in "${readings[@]}"; do
+	i=$((i + 1))
+	boot "model-$i" "$QEMU" "$cpu,bts=on,$r" "${r//,/ } smp=2" 2
+	relay "model-$i" "bts,$r"
+	tap $([ $rc -eq 33 ] && echo 1 || echo 0) "bts,$r: test kernel exits PASS (status $rc)"
+	[ $rc -eq 33 ] || sed 's/^/# stderr: /' "$out/model-$i.err" | grep -v "TCG doesn't support" | head -20
+done
 
 # 2. store faults stop the machine
-for f in unmapped-buffer readonly-buffer unmapped-ds; do
+# A page whose accessed/dirty flags are clear must be reported as such, and
+# the other faults must not be (their pages have A and D set).
+for f in unmapped-buffer readonly-buffer unmapped-ds straddle-buffer straddle-ds clear-ad; do
 	boot "fault-$f" "$QEMU" "$cpu,bts=on" "fault=$f"
 	ok=0
 	if [ $rc -eq 1 ] && grep -q "BTS: DS store fault at" "$out/fault-$f.err"; then
 		ok=1
+	fi
+	if grep -q "accessed or dirty flag clear" "$out/fault-$f.err"; then
+		[ $f = clear-ad ] || ok=0
+	else
+		[ $f != clear-ad ] || ok=0
 	fi
 	tap $ok "fault=$f: QEMU reports 'BTS: DS store fault' and exits 1 (status $rc)"
 	grep "BTS:" "$out/fault-$f.err" | head -1 | sed 's/^/# /'
@@ -110,7 +136,7 @@ for f in unmapped-buffer readonly-buffer unmapped-ds; do
 done
 
 # 3. no bts=on: BTS absent, behaviour unchanged
-boot nobts "$QEMU" "$cpu"
+boot nobts "$QEMU" "$cpu" "icebp=db"
 relay nobts "model without bts=on"
 tap $([ $rc -eq 37 ] && echo 1 || echo 0) "model without bts=on: reports BTS absent (status $rc)"
 

@@ -10,7 +10,11 @@
  *   0x400000-0x40ffff  supervisor-only, writable: DS area and BTS buffer
  *   0x410000           not present      (fault tests)
  *   0x411000           supervisor-only, read-only (fault tests)
+ *   0x413000           not present until a test's #PF handler maps it
+ *   0x414000           accessed and dirty flags clear (fault=clear-ad)
  *   the rest           supervisor-only, writable
+ * The 4 KiB pages have their accessed and dirty flags set, as the SDM asks
+ * of the DS area and the buffers, but for 0x414000.
  */
 #include "test.h"
 
@@ -61,14 +65,16 @@ _start32:
 	/* 0x400000-0x5fffff through a 4 KiB page table */
 	movl	$pt + 0x7, pd + 2 * 8
 	movl	$pt, %edi
-	movl	$0x400003, %eax		/* P | W, supervisor only */
+	movl	$0x400063, %eax		/* P | W | A | D, supervisor only */
 	movl	$512, %ecx
 3:	movl	%eax, (%edi)
 	addl	$0x1000, %eax
 	addl	$8, %edi
 	loop	3b
 	movl	$0, pt + 0x10 * 8			/* 0x410000: not present */
-	movl	$0x411001, pt + 0x11 * 8		/* 0x411000: read-only */
+	movl	$0x411061, pt + 0x11 * 8		/* 0x411000: read-only */
+	movl	$0, pt + 0x13 * 8			/* 0x413000: not yet */
+	movl	$0x414003, pt + 0x14 * 8		/* 0x414000: A, D clear */
 
 	/* PAE, then long mode with SYSCALL, then paging */
 	movl	%cr4, %eax
@@ -110,6 +116,7 @@ long_entry:
 	shrq	$16, %rax
 	movl	%eax, gdt + TSS_SEL + 8
 	movq	$int_stack_top, tss + 4		/* RSP0 */
+	movq	$ist_stack_top, tss + 36	/* IST1: #PF on a bad stack */
 	movw	$TSS_SIZE, tss + 102		/* no I/O bitmap */
 	movw	$TSS_SEL, %ax
 	ltr	%ax
@@ -121,6 +128,60 @@ long_entry:
 	/* kmain exits through isa-debug-exit; never here */
 4:	hlt
 	jmp	4b
+
+/*
+ * Application processor start-up (smp.c copies this to AP_TRAMPOLINE and
+ * sends INIT-SIPI-SIPI): real mode, protected mode, the BSP's page tables
+ * and long mode, then ap_main() on its own stack.
+ */
+	.code16
+	.globl ap_tramp, ap_tramp_end
+ap_tramp:
+	cli
+	xorw	%ax, %ax
+	movw	%ax, %ds
+	lgdtl	AP_TRAMPOLINE + (ap_gdt_desc - ap_tramp)
+	movl	%cr0, %eax
+	orl	$1, %eax
+	movl	%eax, %cr0
+	ljmpl	$FLAT_CS32, $(AP_TRAMPOLINE + (ap_tramp32 - ap_tramp))
+	.code32
+ap_tramp32:
+	movw	$KERNEL_DS, %ax
+	movw	%ax, %ds
+	movw	%ax, %es
+	movw	%ax, %ss
+	movl	%cr4, %eax
+	orl	$(1 << 5), %eax
+	movl	%eax, %cr4
+	movl	$pml4, %eax
+	movl	%eax, %cr3
+	movl	$0xc0000080, %ecx
+	rdmsr
+	orl	$((1 << 8) | (1 << 0)), %eax
+	wrmsr
+	movl	%cr0, %eax
+	orl	$0x80010001, %eax
+	movl	%eax, %cr0
+	ljmp	$KERNEL_CS, $ap_long_entry
+	.align 4
+ap_gdt_desc:
+	.word	gdt_end - gdt - 1
+	.long	gdt
+ap_tramp_end:
+
+	.code64
+ap_long_entry:
+	movw	$KERNEL_DS, %ax
+	movw	%ax, %ds
+	movw	%ax, %es
+	movw	%ax, %ss
+	movq	$ap_stack_top, %rsp
+	lidt	idt_desc
+	call	ap_main
+6:	cli
+	hlt
+	jmp	6b
 
 /* Interrupt stubs: one per vector, all going to unexpected_vector(). */
 	.align 16
@@ -145,7 +206,7 @@ vector_common:
 
 	.section .data
 	.align 16
-	.globl gdt
+	.globl gdt, gdt_end
 gdt:
 	.quad 0				/* 0x00 */
 	.quad 0x00af9a000000ffff	/* 0x08 kernel code, 64-bit */
@@ -153,6 +214,15 @@ gdt:
 	.quad 0x00cff2000000ffff	/* 0x18 user data (SYSRET SS) */
 	.quad 0x00affa000000ffff	/* 0x20 user code, 64-bit (SYSRET CS) */
 	.quad 0, 0			/* 0x28 TSS, filled in at boot */
+	.quad 0x00af9a000000ffff	/* 0x38 SYSENTER_CS: kernel code, 64-bit */
+	.quad 0x00cf92000000ffff	/* 0x40 its SS */
+	.quad 0x00cffa000000ffff	/* 0x48 user code, 32-bit (SYSEXIT CS) */
+	.quad 0x00cff2000000ffff	/* 0x50 user data (SYSEXIT SS) */
+	/* 0x58 kernel code, 32-bit, base CS32_BASE, limit 4 GiB */
+	.quad 0x00cf9a000000ffff | ((CS32_BASE & 0xffffff) << 16) | ((CS32_BASE >> 24) << 56)
+	.quad 0, 0			/* 0x60 call gate, DPL 3 (main.c) */
+	.quad 0, 0			/* 0x70 call gate, DPL 0 (main.c) */
+	.quad 0x00cf9a000000ffff	/* 0x80 kernel code, 32-bit, flat */
 gdt_end:
 
 gdt_desc32:
@@ -160,6 +230,7 @@ gdt_desc32:
 	.long gdt
 
 	.align 16
+	.globl idt_desc
 idt_desc:
 	.word 256 * 16 - 1
 	.quad idt
@@ -189,5 +260,14 @@ int_stack_top:
 	.skip 16384
 	.globl user_stack_top
 user_stack_top:
+	.skip 16384
+	.globl ist_stack_top
+ist_stack_top:
+	.skip 16384
+	.globl ap_stack_top
+ap_stack_top:
+	.skip 4096
+	.globl sysenter_stack_top
+sysenter_stack_top:
 
 	.section .note.GNU-stack, "", @progbits

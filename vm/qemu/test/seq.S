@@ -11,25 +11,6 @@
  */
 #include "test.h"
 
-.macro TRACE_ON
-	movl	%edi, %eax
-	xorl	%edx, %edx
-	movl	$MSR_DEBUGCTL, %ecx
-	wrmsr
-.endm
-
-.macro TRACE_OFF
-	xorl	%eax, %eax
-	xorl	%edx, %edx
-	movl	$MSR_DEBUGCTL, %ecx
-	wrmsr
-.endm
-
-.macro GLABEL name
-	.globl \name
-\name\():
-.endm
-
 	.text
 	.code64
 
@@ -124,6 +105,7 @@ GLABEL w\n
 	.endr
 GLABEL w6
 	TRACE_OFF
+GLABEL w6_off
 	ret
 
 /* Same, with interrupts enabled around it (fixed-vector PMI test). */
@@ -193,8 +175,8 @@ GLABEL pmi_iret_site
 /* ---- User mode ---- */
 
 /*
- * run_user(entry = %rdi, debugctl = %rsi): turn tracing on, IRETQ to ring
- * 3 at entry.  The user code comes back with INT $USER_EXIT_VECTOR, whose
+ * run_user(entry = %rdi, debugctl = %rsi, cs = %rdx): turn tracing on,
+ * IRETQ to ring 3 at cs:entry.  The user code comes back with INT $USER_EXIT_VECTOR, whose
  * handler turns tracing off and returns from run_user().
  */
 GLABEL run_user
@@ -208,8 +190,8 @@ GLABEL run_user
 	pushq	$USER_DS
 	leaq	user_stack_top(%rip), %rax
 	pushq	%rax
-	pushq	$0x2			/* RFLAGS: IF clear */
-	pushq	$USER_CS
+	pushq	user_rflags(%rip)	/* 0x2: IF clear */
+	pushq	%rdx
 	pushq	%rdi
 	movl	%esi, %edi
 	TRACE_ON
@@ -232,6 +214,16 @@ GLABEL syscall_entry
 GLABEL sysret_site
 	sysretq
 
+/*
+ * Ring-3 code entered with IF set and an interrupt pending (taken before
+ * its first instruction), then a #UD (the handler skips the UD2).
+ */
+GLABEL user_irq
+GLABEL ui_ud_site
+	ud2
+GLABEL ui_exit_site
+	int	$USER_EXIT_VECTOR
+
 /* Ring-3 code: JMP, SYSCALL (and SYSRET back), then leave. */
 GLABEL user_seq
 GLABEL u_jmp_site
@@ -250,6 +242,9 @@ si_fptr:
 	.quad	si_func
 saved_ksp:
 	.quad	0
+	.globl user_rflags
+user_rflags:
+	.quad	0x2
 	.globl gp_count, nmi_count, pmi_count, pmi_index
 gp_count:
 	.long	0
