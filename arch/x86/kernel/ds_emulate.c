@@ -32,6 +32,19 @@
  * the instruction right after it are recorded exactly when taken, and the
  * iterations of a REP string instruction are not branches.
  *
+ * Block stepping. A debugger's PTRACE_SINGLEBLOCK sets TIF_BLOCKSTEP and
+ * DEBUGCTL.BTF, and the CPU would then trap only after branches, hiding the
+ * other instructions from the trace. So while the emulation steps the task,
+ * the return to user mode takes the request over (ds_emu_task::blockstep)
+ * and turns TIF_BLOCKSTEP and BTF off: the CPU traps after every
+ * instruction. The debugger's trap after an instruction that was not a
+ * taken branch is then consumed like a forced one; the others are delivered
+ * and end the request, as the CPU clears BTF on every #DB it raises. So the
+ * debugger stops exactly where BTF would stop it. When the emulation stops
+ * stepping, the next return gives the request back to TIF_BLOCKSTEP and BTF;
+ * the debugger's next resume or detach restates its request and voids the
+ * one held (ds_emu_forget_blockstep(), from step.c).
+ *
  * Instructions that read or write TF itself: POPF and IRET load it, so after
  * them the TF the CPU left in the flags is the user's, not ours; PUSHF stores
  * it, so the pushed copy is corrected to the user's value.
@@ -165,18 +178,23 @@ struct ds_emu_insn {
  * @ip:		the user IP the task last returned to
  * @ip_valid:	@ip is the instruction the next single-step trap completes
  * @mode64:	the task returned to 64-bit code
+ * @blockstep:	the debugger's PTRACE_SINGLEBLOCK, held while TIF_BLOCKSTEP
+ *		and DEBUGCTL.BTF are off, see "Block stepping" above
  * @hits:	decode cache hits
  * @misses:	decode cache misses (fetch and decode)
  * @cache:	the decode cache, indexed by hash of the IP
  *
- * Only the task itself uses it, from its own entry and exit paths. It is
- * allocated when the first emulated tracer starts and freed when the task
- * exits, so a tracer that stops while the task runs frees nothing under it.
+ * Only the task itself uses it, from its own entry and exit paths; the one
+ * exception, @blockstep, is also cleared by the debugger while the task is
+ * frozen in a ptrace stop. It is allocated when the first emulated tracer
+ * starts and freed when the task exits, so a tracer that stops while the
+ * task runs frees nothing under it.
  */
 struct ds_emu_task {
 	unsigned long		ip;
 	bool			ip_valid;
 	bool			mode64;
+	bool			blockstep;
 	unsigned long		hits;
 	unsigned long		misses;
 	struct ds_emu_insn	cache[DS_EMU_CACHE_SIZE];
@@ -442,17 +460,28 @@ static bool ds_emu_flat_code(struct pt_regs *regs)
 }
 
 /*
- * The debugger asked for PTRACE_SINGLEBLOCK. With BTF the CPU would trap
- * only after branches and the trace could not see the others, so step every
- * instruction instead: the debugger gets a stop after each one, as on CPUs
- * that ignore BTF.
+ * The debugger asked for PTRACE_SINGLEBLOCK: hold the request and let the
+ * CPU trap after every instruction, ds_emu_debug() filters the traps.
+ * TIF_BLOCKSTEP and BTF change together with interrupts off, as in
+ * set_task_blockstep(), so the context switch never sees them apart.
  */
-static void ds_emu_drop_blockstep(void)
+static void ds_emu_hold_blockstep(struct ds_emu_task *st)
 {
 	lockdep_assert_irqs_disabled();
 
+	st->blockstep = true;
 	clear_thread_flag(TIF_BLOCKSTEP);
 	update_debugctlmsr(get_debugctlmsr() & ~DEBUGCTLMSR_BTF);
+}
+
+/* The emulation no longer steps the task: the CPU block-steps it again. */
+static void ds_emu_return_blockstep(struct ds_emu_task *st)
+{
+	lockdep_assert_irqs_disabled();
+
+	st->blockstep = false;
+	set_thread_flag(TIF_BLOCKSTEP);
+	update_debugctlmsr(get_debugctlmsr() | DEBUGCTLMSR_BTF);
 }
 
 void ds_emu_exit_to_user(struct pt_regs *regs)
@@ -463,13 +492,16 @@ void ds_emu_exit_to_user(struct pt_regs *regs)
 
 	if (!st || !test_thread_flag(TIF_DS_EMU) || !ds_emu_flat_code(regs) ||
 	    !ds_emulated_recording(current)) {
-		if (st)
+		if (st) {
 			st->ip_valid = false;
+			if (st->blockstep)
+				ds_emu_return_blockstep(st);
+		}
 		clear_thread_flag(TIF_DS_EMU_TF);
 		return;
 	}
 	if (test_thread_flag(TIF_BLOCKSTEP))
-		ds_emu_drop_blockstep();
+		ds_emu_hold_blockstep(st);
 
 	st->ip = regs->ip;
 	st->mode64 = user_64bit_mode(regs);
@@ -481,6 +513,19 @@ void ds_emu_exit_to_user(struct pt_regs *regs)
 	}
 	regs->flags |= X86_EFLAGS_TF;
 	set_thread_flag(TIF_DS_EMU_TF);
+}
+
+void ds_emu_forget_blockstep(struct task_struct *child)
+{
+	struct ds_emu_task *st = READ_ONCE(child->thread.ds_emu);
+
+	/*
+	 * @child is current, or frozen in a ptrace stop: it runs none of its
+	 * hooks and cannot exit meanwhile, and the wake-up that ends the stop
+	 * orders this store before its next return to user mode.
+	 */
+	if (st)
+		WRITE_ONCE(st->blockstep, false);
 }
 
 /*
@@ -516,20 +561,54 @@ static void ds_emu_record(unsigned long from, unsigned long to)
 	ds_emulated_write_bts(current, from, to);
 }
 
-/* The instruction at st->ip completed and went to regs->ip. */
-static void ds_emu_step(struct ds_emu_task *st, struct pt_regs *regs,
-			unsigned long uflags, bool forced)
+/* What ds_emu_step() knows of the instruction that completed. */
+enum ds_emu_outcome {
+	DS_EMU_UNKNOWN,		/* no valid IP, or the bytes did not decode */
+	DS_EMU_NOT_TAKEN,	/* not a branch, or a branch not taken */
+	DS_EMU_TAKEN,		/* a taken branch */
+};
+
+/*
+ * The instruction at st->ip completed and went to regs->ip: correct a
+ * forced TF, and record it if it was a taken branch and @record.
+ */
+static enum ds_emu_outcome ds_emu_step(struct ds_emu_task *st,
+				       struct pt_regs *regs,
+				       unsigned long uflags, bool forced,
+				       bool record)
 {
 	unsigned long from = st->ip, to = regs->ip;
 	const struct ds_emu_insn *in;
 
 	in = ds_emu_lookup(st, from, st->mode64);
 	if (!in)
-		return;
+		return DS_EMU_UNKNOWN;
 	if (forced)
 		ds_emu_fix_tf(in, regs, uflags);
-	if (ds_emu_taken(in, regs->flags, regs->cx))
+	if (!ds_emu_taken(in, regs->flags, regs->cx))
+		return DS_EMU_NOT_TAKEN;
+	if (record)
 		ds_emu_record(from, to);
+	return DS_EMU_TAKEN;
+}
+
+/*
+ * The debugger's own single-step trap while the emulation holds its block
+ * step: with BTF the CPU would not have trapped after an instruction that
+ * was no taken branch, so that step is no news for the debugger (and no
+ * DR6.BS); a #DB that still has a cause for the debugger is delivered and,
+ * as with BTF, ends the block step.
+ */
+static void ds_emu_block_trap(struct ds_emu_task *st,
+			      enum ds_emu_outcome outcome, unsigned long *dr6,
+			      unsigned long *virtual_dr6)
+{
+	if (outcome == DS_EMU_NOT_TAKEN) {
+		*dr6 &= ~DR_STEP;
+		*virtual_dr6 &= ~DR_STEP;
+	}
+	if ((*dr6 | *virtual_dr6) & (DR_STEP | DR_TRAP_BITS | DR_BUS_LOCK))
+		st->blockstep = false;
 }
 
 void ds_emu_debug(struct pt_regs *regs, unsigned long *dr6,
@@ -537,17 +616,28 @@ void ds_emu_debug(struct pt_regs *regs, unsigned long *dr6,
 {
 	struct ds_emu_task *st = current->thread.ds_emu;
 	bool forced = test_thread_flag(TIF_DS_EMU_TF);
+	enum ds_emu_outcome outcome = DS_EMU_UNKNOWN;
 
-	if (!(*dr6 & DR_STEP) || !st)
+	if (!st)
 		return;
-	if (st->ip_valid && test_thread_flag(TIF_DS_EMU))
-		ds_emu_step(st, regs, uflags, forced);
+	if (!(*dr6 & DR_STEP)) {
+		/* icebp, breakpoints, bus locks: the CPU clears BTF for them. */
+		st->blockstep = false;
+		return;
+	}
+	if (st->ip_valid && (test_thread_flag(TIF_DS_EMU) || st->blockstep))
+		outcome = ds_emu_step(st, regs, uflags, forced,
+				      test_thread_flag(TIF_DS_EMU));
 	st->ip_valid = false;
-	if (!forced)
+	if (forced) {
+		/* Our own trap: neither a signal nor a DR6 bit for the debugger. */
+		*dr6 &= ~DR_STEP;
+		current->thread.virtual_dr6 &= ~DR_STEP;
 		return;
-	/* Our own trap: neither a signal nor a DR6 bit for the debugger. */
-	*dr6 &= ~DR_STEP;
-	current->thread.virtual_dr6 &= ~DR_STEP;
+	}
+	if (st->blockstep)
+		ds_emu_block_trap(st, outcome, dr6,
+				  &current->thread.virtual_dr6);
 }
 
 void ds_emu_fork_thread(struct task_struct *child)

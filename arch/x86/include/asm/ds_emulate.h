@@ -12,6 +12,13 @@
 struct pt_regs;
 struct task_struct;
 
+/*
+ * The thread flags that call the hooks: the emulation steps the task, the
+ * TF is the emulation's, or a debugger steps the task (a PTRACE_SINGLEBLOCK
+ * the emulation holds is given back after the emulation stops).
+ */
+#define _TIF_DS_EMU_WORK	(_TIF_DS_EMU | _TIF_DS_EMU_TF | _TIF_SINGLESTEP)
+
 #ifdef CONFIG_X86_DS_EMULATE
 
 /**
@@ -26,8 +33,8 @@ bool ds_emu_forced(void);
  * ds_emu_exit_to_user() - arm the single step for the next user instruction
  * @regs: the user registers
  *
- * Called last on every return to user mode of a task with %TIF_DS_EMU or
- * %TIF_DS_EMU_TF.
+ * Called last on every return to user mode of a task with a flag of
+ * %_TIF_DS_EMU_WORK.
  *
  * Context: interrupts disabled.
  */
@@ -46,6 +53,18 @@ void ds_emu_debug(struct pt_regs *regs, unsigned long *dr6,
 		  unsigned long uflags);
 
 /**
+ * ds_emu_forget_blockstep() - the debugger restates how a task steps
+ * @child: the task, from user_enable_single_step(), user_enable_block_step()
+ *	   and user_disable_single_step()
+ *
+ * A PTRACE_SINGLEBLOCK the emulation holds from an earlier request is void;
+ * a new one sets %TIF_BLOCKSTEP again.
+ *
+ * Context: @child is current, or stopped and frozen by ptrace.
+ */
+void ds_emu_forget_blockstep(struct task_struct *child);
+
+/**
  * ds_emu_fork_thread() - a new task starts without emulation state
  * @child: the new task, from copy_thread()
  */
@@ -59,7 +78,7 @@ void ds_emu_exit_thread(struct task_struct *task);
 
 static inline bool ds_emu_debug_pending(void)
 {
-	return test_thread_flag(TIF_DS_EMU) || test_thread_flag(TIF_DS_EMU_TF);
+	return read_thread_flags() & _TIF_DS_EMU_WORK;
 }
 
 #else /* !CONFIG_X86_DS_EMULATE */
@@ -72,6 +91,7 @@ static inline bool ds_emu_forced(void)
 static inline void ds_emu_exit_to_user(struct pt_regs *regs) { }
 static inline void ds_emu_debug(struct pt_regs *regs, unsigned long *dr6,
 				unsigned long uflags) { }
+static inline void ds_emu_forget_blockstep(struct task_struct *child) { }
 static inline void ds_emu_fork_thread(struct task_struct *child) { }
 static inline void ds_emu_exit_thread(struct task_struct *task) { }
 

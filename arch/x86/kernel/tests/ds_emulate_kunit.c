@@ -7,7 +7,8 @@
  * a byte sequence in 32-bit or 64-bit mode and check the kind, the length
  * and the taken decision for given flags and count register; the condition
  * codes are checked against the SDM's definitions; the cache is looked up
- * on user memory the test maps and rewrites.
+ * on user memory the test maps and rewrites; a held PTRACE_SINGLEBLOCK lets
+ * through the debugger's traps a CPU honouring DEBUGCTL.BTF would raise.
  */
 
 #include <kunit/test.h>
@@ -439,11 +440,77 @@ static void ds_emu_test_cache(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, st->misses, 5);
 }
 
+/**
+ * struct ds_emu_test_block - a debugger's trap under a held block step
+ * @name:	  for the log
+ * @outcome:	  what the step made of the instruction
+ * @dr6:	  DR6 bits still to handle
+ * @vdr6:	  the debugger's virtual DR6
+ * @dr6_after:	  @dr6 afterwards
+ * @vdr6_after:	  @vdr6 afterwards
+ * @held:	  the block step is still held: the trap was no news
+ */
+struct ds_emu_test_block {
+	const char	*name;
+	u8		outcome;
+	unsigned long	dr6;
+	unsigned long	vdr6;
+	unsigned long	dr6_after;
+	unsigned long	vdr6_after;
+	bool		held;
+};
+
+/*
+ * The stops a CPU honouring DEBUGCTL.BTF gives (SDM "Single-Stepping on
+ * Branches"): a single-step trap only after a taken branch, and BTF
+ * cleared by every #DB it delivers.
+ */
+static const struct ds_emu_test_block ds_emu_test_blocks[] = {
+	{ "not taken: no stop", DS_EMU_NOT_TAKEN, DR_STEP, DR_STEP, 0, 0,
+	  true },
+	{ "taken: stop", DS_EMU_TAKEN, DR_STEP, DR_STEP, DR_STEP, DR_STEP,
+	  false },
+	{ "undecoded: stop", DS_EMU_UNKNOWN, DR_STEP, DR_STEP, DR_STEP,
+	  DR_STEP, false },
+	{ "not taken, ptrace watchpoint: its stop without BS",
+	  DS_EMU_NOT_TAKEN, DR_STEP, DR_STEP | DR_TRAP1, 0, DR_TRAP1,
+	  false },
+	{ "taken, ptrace watchpoint: one stop", DS_EMU_TAKEN, DR_STEP,
+	  DR_STEP | DR_TRAP1, DR_STEP, DR_STEP | DR_TRAP1, false },
+	{ "not taken, bus lock: BTF cleared", DS_EMU_NOT_TAKEN,
+	  DR_STEP | DR_BUS_LOCK, DR_STEP, DR_BUS_LOCK, 0, false },
+};
+
+static void ds_emu_test_block_desc(const struct ds_emu_test_block *t,
+				   char *desc)
+{
+	strscpy(desc, t->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(ds_emu_block, ds_emu_test_blocks, ds_emu_test_block_desc);
+
+/* Which traps of a block step reach the debugger, and what ends it. */
+static void ds_emu_test_block_trap(struct kunit *test)
+{
+	const struct ds_emu_test_block *t = test->param_value;
+	unsigned long dr6 = t->dr6, vdr6 = t->vdr6;
+	struct ds_emu_task *st;
+
+	st = kunit_kzalloc(test, sizeof(*st), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, st);
+	st->blockstep = true;
+	ds_emu_block_trap(st, t->outcome, &dr6, &vdr6);
+	KUNIT_EXPECT_EQ(test, dr6, t->dr6_after);
+	KUNIT_EXPECT_EQ(test, vdr6, t->vdr6_after);
+	KUNIT_EXPECT_EQ(test, st->blockstep, t->held);
+}
+
 static struct kunit_case ds_emu_test_cases_list[] = {
 	KUNIT_CASE_PARAM(ds_emu_test_classify, ds_emu_classify_gen_params),
 	KUNIT_CASE(ds_emu_test_truncated),
 	KUNIT_CASE(ds_emu_test_cond_sdm),
 	KUNIT_CASE(ds_emu_test_cache),
+	KUNIT_CASE_PARAM(ds_emu_test_block_trap, ds_emu_block_gen_params),
 	{}
 };
 

@@ -2085,32 +2085,186 @@ TEST_F(bts, with_singlestep)
 }
 
 /*
- * PTRACE_SINGLEBLOCK stops at branch targets (on every instruction where
- * DEBUGCTL.BTF is not honoured, as under TCG); never elsewhere.
+ * Resume @pid with @req (PTRACE_SINGLESTEP or PTRACE_SINGLEBLOCK) until it
+ * stops at @last; every stop must be a SIGTRAP. Returns the number of stops
+ * and their IPs in @ips.
+ */
+static int step_stops(struct __test_metadata *_metadata, pid_t pid, long req,
+		      const char *last, unsigned long *ips, int max)
+{
+	unsigned long ip = 0;
+	int n = 0, status;
+
+	while (ip != (unsigned long)last) {
+		ASSERT_LT(n, max) {
+			TH_LOG("no stop at %p after %d stops, the last at %#lx",
+			       last, n, ip);
+		}
+		ASSERT_EQ(0, sys_ptrace(req, pid, NULL, 0));
+		ASSERT_EQ(pid, waitpid(pid, &status, __WALL));
+		ASSERT_TRUE(WIFSTOPPED(status));
+		ASSERT_EQ(SIGTRAP, WSTOPSIG(status)) {
+			TH_LOG("signal %d at %#lx", WSTOPSIG(status),
+			       get_ip(_metadata, pid));
+		}
+		ip = get_ip(_metadata, pid);
+		ips[n++] = ip;
+	}
+	return n;
+}
+
+/* Are the @n stops at @ips the @n_exp labels of @exp? Logs where not. */
+static bool stops_at(struct __test_metadata *_metadata, const char *what,
+		     const unsigned long *ips, int n,
+		     const char *const *exp, int n_exp)
+{
+	int i;
+
+	for (i = 0; i < n && i < n_exp; i++)
+		if (ips[i] != (unsigned long)exp[i])
+			break;
+	if (i == n && n == n_exp)
+		return true;
+	TH_LOG("%s: %d stops, %d expected; stop %d at %#lx, expected %p",
+	       what, n, n_exp, i, i < n ? ips[i] : 0UL,
+	       i < n_exp ? exp[i] : NULL);
+	return false;
+}
+
+static bool same_stops(const unsigned long *a, int n_a,
+		       const unsigned long *b, int n_b)
+{
+	return n_a == n_b && !memcmp(a, b, n_a * sizeof(*a));
+}
+
+/*
+ * PTRACE_SINGLEBLOCK: where DEBUGCTL.BTF is honoured a stop only at branch
+ * targets, else after every instruction, as under TCG. The emulated backend
+ * gives the debugger the stops of BTF, whatever the CPU does with it; the
+ * hardware backend leaves block stepping to the CPU.
  */
 TEST_F(bts, with_singleblock)
 {
-	static const char *const ips[] = { step_f0, step_t0, step_f1, step_t1 };
-	unsigned long ip = 0;
-	int stops = 0, i, status;
+	static const char *const targets[] = { step_t0, step_t1 };
+	static const char *const every[] = { step_f0, step_t0, step_f1,
+					     step_t1 };
+	unsigned long ips[ARRAY_SIZE(every)];
+	int n;
 
 	self->pid = start_traced(_metadata, bts_step, step_s, 64);
-	while (ip != (unsigned long)step_t1) {
-		ASSERT_EQ(0, sys_ptrace(PTRACE_SINGLEBLOCK, self->pid, NULL, 0));
-		ASSERT_EQ(self->pid, waitpid(self->pid, &status, __WALL));
-		ASSERT_TRUE(WIFSTOPPED(status));
-		ASSERT_EQ(SIGTRAP, WSTOPSIG(status));
-		ip = get_ip(_metadata, self->pid);
-		for (i = 0; i < ARRAY_SIZE(ips); i++)
-			if (ip == (unsigned long)ips[i])
-				break;
-		ASSERT_LT(i, ARRAY_SIZE(ips)) {
-			TH_LOG("stop at %#lx", ip);
-		}
-		ASSERT_LT(++stops, 5);
+	n = step_stops(_metadata, self->pid, PTRACE_SINGLEBLOCK, step_t1, ips,
+		       ARRAY_SIZE(ips));
+	if (bts_backend(self->pid) == PTRACE_BTS_BACKEND_EMULATED) {
+		EXPECT_TRUE(stops_at(_metadata, "emulated", ips, n, targets,
+				     ARRAY_SIZE(targets)));
+	} else if (n != ARRAY_SIZE(targets)) {
+		EXPECT_TRUE(stops_at(_metadata, "BTF ignored", ips, n, every,
+				     ARRAY_SIZE(every)));
+	} else {
+		EXPECT_TRUE(stops_at(_metadata, "BTF", ips, n, targets,
+				     ARRAY_SIZE(targets)));
 	}
 	cont_to(_metadata, self->pid, 0, step_e);
 	check_trace(_metadata, self->pid, step_trace, ARRAY_SIZE(step_trace));
+}
+
+/* Where BTF stops in bts_block, from its labels. */
+static const char *const block_stops[] = {
+	block_t0, block_sc, block_fn, block_r2, block_t3, block_e,
+};
+
+static const struct branch block_trace[] = {
+	{ block_f0, block_t0 }, { block_f1, block_fn }, { block_f2, block_r2 },
+	{ block_f3, block_t3 },
+};
+
+/* Stops of an untraced bts_block from block_s to block_e under @req. */
+static int untraced_block_stops(struct __test_metadata *_metadata, long req,
+				unsigned long *ips, int max)
+{
+	pid_t pid = spawn(_metadata, run_routine, (unsigned long)bts_block, 0);
+	int n;
+
+	cont_to(_metadata, pid, 0, block_s);
+	n = step_stops(_metadata, pid, req, block_e, ips, max);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, __WALL);
+	return n;
+}
+
+#define BLOCK_MAX_STOPS		64
+
+/*
+ * The same block, block-stepped untraced and traced, gives the same stops
+ * on a CPU that honours DEBUGCTL.BTF, with either backend. On one that
+ * does not (TCG), block stepping untraced stops after every instruction, as
+ * single stepping does; traced by the emulated backend it still stops at
+ * exactly the branch targets the labels name, by the hardware backend as
+ * untraced.
+ */
+TEST_F(bts, singleblock_as_untraced)
+{
+	unsigned long plain[BLOCK_MAX_STOPS], step[BLOCK_MAX_STOPS];
+	unsigned long traced[BLOCK_MAX_STOPS];
+	int n_plain, n_step, n_traced;
+	bool btf;
+
+	n_plain = untraced_block_stops(_metadata, PTRACE_SINGLEBLOCK, plain,
+				       BLOCK_MAX_STOPS);
+	n_step = untraced_block_stops(_metadata, PTRACE_SINGLESTEP, step,
+				      BLOCK_MAX_STOPS);
+	btf = n_plain == ARRAY_SIZE(block_stops);
+	if (btf) {
+		ASSERT_TRUE(stops_at(_metadata, "untraced, BTF", plain,
+				     n_plain, block_stops,
+				     ARRAY_SIZE(block_stops)));
+	} else {
+		/* BTF ignored: a block step is a single step. */
+		ASSERT_TRUE(same_stops(plain, n_plain, step, n_step)) {
+			TH_LOG("untraced: %d block stops, %d single stops",
+			       n_plain, n_step);
+		}
+	}
+	ksft_print_msg("DEBUGCTL.BTF %s: %d stops untraced\n",
+		       btf ? "honoured" : "ignored", n_plain);
+
+	self->pid = start_traced(_metadata, bts_block, block_s, 64);
+	n_traced = step_stops(_metadata, self->pid, PTRACE_SINGLEBLOCK,
+			      block_e, traced, BLOCK_MAX_STOPS);
+	if (btf || bts_backend(self->pid) == PTRACE_BTS_BACKEND_HARDWARE) {
+		EXPECT_TRUE(same_stops(traced, n_traced, plain, n_plain)) {
+			TH_LOG("traced: %d stops, untraced %d", n_traced,
+			       n_plain);
+		}
+	}
+	if (bts_backend(self->pid) == PTRACE_BTS_BACKEND_EMULATED) {
+		EXPECT_TRUE(stops_at(_metadata, "emulated", traced, n_traced,
+				     block_stops, ARRAY_SIZE(block_stops)));
+	}
+	check_trace(_metadata, self->pid, block_trace,
+		    ARRAY_SIZE(block_trace));
+}
+
+/*
+ * A block step the emulation holds does not outlive the debugger's request:
+ * stopped at a system call's exit in the middle of a block (a stop that
+ * was no #DB), PTRACE_SINGLESTEP stops after the next instruction, and
+ * PTRACE_CONT runs to the breakpoint. Either backend, either CPU.
+ */
+TEST_F(bts, singleblock_then_singlestep)
+{
+	unsigned long ips[BLOCK_MAX_STOPS];
+
+	self->pid = start_traced(_metadata, bts_block, block_s, 64);
+	step_stops(_metadata, self->pid, PTRACE_SINGLEBLOCK, block_sc, ips,
+		   BLOCK_MAX_STOPS);
+	EXPECT_EQ(1, step_stops(_metadata, self->pid, PTRACE_SINGLESTEP,
+				block_n1, ips, 1));
+	EXPECT_EQ(1, step_stops(_metadata, self->pid, PTRACE_SINGLEBLOCK,
+				block_fn, ips, 1));
+	cont_to(_metadata, self->pid, 0, block_e);
+	check_trace(_metadata, self->pid, block_trace,
+		    ARRAY_SIZE(block_trace));
 }
 
 /* ---- Lifecycle ---- */

@@ -35,6 +35,9 @@ extern const char bts_sig_handler[];
 extern const char utf_s[], utf_e[], utf_f0[], utf_t0[];
 extern const char step_s[], step_e[], step_f0[], step_t0[], step_f1[],
 		  step_t1[];
+extern const char block_s[], block_e[], block_f0[], block_t0[], block_sc[],
+		  block_n1[], block_f1[], block_fn[], block_f2[], block_r2[],
+		  block_f3[], block_t3[];
 extern const char many_s[], many_e[], many_f0[], many_t0[], many_f1[],
 		  many_t1[];
 extern const char sleep_s[], sleep_e[], sleep_f0[], sleep_t0[], sleep_f1[],
@@ -53,6 +56,7 @@ void bts_kentry(void);
 void bts_sig(void);
 void bts_usertf(void);
 void bts_step(void);
+void bts_block(void);
 void bts_many(unsigned long n);
 void bts_sleep(void);
 

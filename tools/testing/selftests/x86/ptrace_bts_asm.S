@@ -444,6 +444,53 @@ L(step_e)
 	ret
 
 /*
+ * For PTRACE_SINGLEBLOCK: a not-taken jcc, REP MOVS with a count of 4, a
+ * taken jcc, a system call, a call, a return and an indirect jump. Where
+ * DEBUGCTL.BTF is honoured a block step stops at the branch targets
+ * block_t0, block_fn, block_r2 and block_t3, at block_sc (the system call's
+ * step is reported at its exit, not by #DB) and at the int3 (block_e).
+ */
+FUNC(bts_block)
+	int3
+L(block_s)
+	push	SI
+	push	DI
+	xor	%eax, %eax
+	jnz	block_bad
+	LOADADDR(rep_buf, SI)
+	LOADADDR(rep_buf+32, DI)
+	mov	$4, %ecx
+	rep movsb
+L(block_f0)
+	jz	block_t0
+	ud2
+L(block_t0)
+	mov	$__NR_getpid, %eax
+	SYSCALL
+L(block_sc)
+	nop
+L(block_n1)
+L(block_f1)
+	call	block_fn
+L(block_r2)
+	LOADADDR(block_t3, AX)
+L(block_f3)
+	jmp	*AX
+	ud2
+L(block_t3)
+	pop	DI
+	pop	SI
+	int3
+L(block_e)
+	ret
+L(block_fn)
+	nop
+L(block_f2)
+	ret
+block_bad:
+	ud2
+
+/*
  * bts_many(n), n >= 1: a loop between the breakpoints that leaves
  * n records in all: n - 1 taken jumps from many_f0 back to many_t0, then
  * one from many_f1 to many_t1.
