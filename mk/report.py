@@ -48,6 +48,9 @@ SPLATS = [
     r"DEBUG_LOCKS_WARN_ON", r"suspicious RCU usage", r"INFO: task .* blocked",
     r"rcu: INFO: .* stall", r"kmemleak: .* new suspected memory leaks",
     r"UBSAN:", r"vm: TIMEOUT",
+    # A PMI nobody claimed: a threshold interrupt the Debug Store code
+    # (or perf) lost track of, e.g. one the CPU delivered late.
+    r"NMI received for unknown reason", r"Dazed and confused",
 ]
 SPLAT_RE = re.compile("|".join(SPLATS))
 
