@@ -1618,28 +1618,43 @@ static void check_overflow_records(struct __test_metadata *_metadata,
 	}
 }
 
-/* Each DRAIN at an overflow stop resumes tracing until the buffer is full again. */
+/*
+ * Each DRAIN at an overflow stop resumes tracing until the buffer is full
+ * again. The emulated backend records in the trap after each branch, with
+ * no skid, so there a DRAIN at each stop loses nothing; the hardware loses
+ * at most the branches of the skid.
+ */
 TEST_F(bts, overflow_signal_drain)
 {
 	struct bts_struct rec[OVERFLOW_RECORDS];
+	long n, got = 0, backend;
 	int signals = 0;
-	long n;
 
 	self->pid = start_many(_metadata, OVERFLOW_BRANCHES, OVERFLOW_RECORDS,
 			       PTRACE_BTS_O_SIGNAL);
+	backend = bts_backend(self->pid);
 	/* the signal is the tracer's to suppress */
 	while (!overflow_stop(_metadata, self->pid)) {
 		n = sys_ptrace(PTRACE_BTS_DRAIN, self->pid, rec, sizeof(rec));
 		ASSERT_EQ(OVERFLOW_RECORDS, n);
 		check_overflow_records(_metadata, rec, n, false);
 		ASSERT_EQ(0, bts_size(self->pid));
+		got += n;
 		signals++;
 	}
-	/* 400 branches hold two thresholds even with 170 branches of skid */
-	ASSERT_LE(2, signals);
 	n = sys_ptrace(PTRACE_BTS_DRAIN, self->pid, rec, sizeof(rec));
-	ASSERT_LE(0, n);
+	/* the exit branch, unless the buffer filled before it */
+	ASSERT_LE(1, n);
 	check_overflow_records(_metadata, rec, n, true);
+	got += n;
+	if (backend == PTRACE_BTS_BACKEND_EMULATED) {
+		EXPECT_EQ(OVERFLOW_BRANCHES, got);
+	} else {
+		/* 400 branches hold two thresholds even with 170 of skid */
+		EXPECT_LE(2, signals);
+		EXPECT_LE(signals * OVERFLOW_RECORDS, got);
+		EXPECT_GE(OVERFLOW_BRANCHES, got);
+	}
 }
 
 /* Until drained, a full O_SIGNAL buffer keeps the oldest records. */
@@ -1673,7 +1688,8 @@ TEST_F(bts, overflow_signal_clear)
 	}
 	ASSERT_LE(2, signals);
 	n = sys_ptrace(PTRACE_BTS_DRAIN, self->pid, rec, sizeof(rec));
-	ASSERT_LE(0, n);
+	/* the exit branch, unless the buffer filled before it */
+	ASSERT_LE(1, n);
 	check_overflow_records(_metadata, rec, n, true);
 }
 
