@@ -176,8 +176,8 @@ BTS_CPU  := Skylake-Client,-pcid,-x2apic,-tsc-deadline,-hle,-rtm,-invpcid,-rdsee
 PMU_CPU  := $(BTS_CPU),arch-pmu=on
 # The other readings of what the SDM leaves open (vm/qemu/README.md,
 # "Evidence"): the BTS suites must pass under each.
-BTS_ALT_CPU := $(BTS_CPU),bts-cpl=target,pmi-skid=64,bts-trap-from=insn
-PMU_ALT_CPU := $(PMU_CPU),bts-cpl=either,pmi-skid=160
+BTS_ALT_CPU := $(BTS_CPU),bts-cpl=target,pmi-skid=64,pmi-late=on,bts-trap-from=insn,bts-threshold=store
+PMU_ALT_CPU := $(PMU_CPU),bts-cpl=either,pmi-skid=160,bts-threshold=cross
 SHELL := /bin/bash
 
 qemu: deps

@@ -88,6 +88,7 @@
 #include <asm/debugreg.h>
 #include <asm/ds.h>
 #include <asm/intel_ds.h>
+#include <asm/local.h>
 #include <asm/msr.h>
 #include <asm/nmi.h>
 #include <asm/tlbflush.h>
@@ -236,6 +237,15 @@ struct ds_cpu {
 	u32			lvtpc;
 	/* IA32_DS_AREA points at @area. */
 	bool			armed;
+	/* The NMI handler claimed a PMI at the thresholds now programmed. */
+	bool			pmi_seen;
+	/*
+	 * Thresholds collected before their PMI arrived: the CPU may deliver
+	 * it late (skid, NMIs blocked), after the index is reset, and it is
+	 * still ours to claim and to unmask LVTPC for. Changed by this CPU
+	 * with interrupts disabled and by its NMI handler, hence local_t.
+	 */
+	local_t			pmi_owed;
 	/* Collection after a threshold PMI. */
 	struct irq_work		collect_work;
 };
@@ -710,12 +720,21 @@ static void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)
 	struct ds_area_part *part = ds_part(dc->area, kind);
 	struct ds_tracer *tracer = dc->loaded[kind];
 	size_t rec = ds_hw_record_size(kind);
+	u64 index = READ_ONCE(part->index);
+	bool reached = index >= part->threshold;
 	size_t n;
 
 	lockdep_assert_irqs_disabled();
 
+	/*
+	 * Owe the threshold's PMI before the index goes back, so that an NMI
+	 * at any point from here finds either the index at the threshold or
+	 * the debt; settle it below if the PMI was claimed already.
+	 */
+	if (reached)
+		local_inc(&dc->pmi_owed);
 	/* Never trust the index beyond the buffer the hardware was given. */
-	n = min_t(u64, part->index - part->base, part->absmax - part->base);
+	n = min_t(u64, index - part->base, part->absmax - part->base);
 	n /= rec;
 	if (n) {
 		raw_spin_lock(&tracer->lock);
@@ -725,7 +744,9 @@ static void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)
 			ds_buf_append(tracer, dc->stage[kind], n);
 		raw_spin_unlock(&tracer->lock);
 	}
-	part->index = part->base;
+	WRITE_ONCE(part->index, part->base);
+	if (reached && READ_ONCE(dc->pmi_seen))
+		local_dec(&dc->pmi_owed);
 }
 
 /* --- per-CPU hardware state, interrupts disabled --- */
@@ -802,6 +823,8 @@ static void ds_cpu_start(struct ds_cpu *dc, struct task_struct *task)
 
 	if (!dc->armed)
 		return;
+	/* New thresholds: their PMI is yet to come. */
+	WRITE_ONCE(dc->pmi_seen, false);
 	for (kind = 0; kind < DS_NR_KINDS; kind++) {
 		if (!dc->stage[kind])
 			continue;
@@ -894,15 +917,29 @@ static bool ds_cpu_at_threshold(struct ds_cpu *dc)
 	return false;
 }
 
-/* BTS has no overflow status bit: the index tells whether the PMI is ours. */
+/*
+ * BTS has no overflow status bit: the index tells whether the PMI is ours,
+ * or, for a PMI the CPU delivered after we collected, the debt
+ * ds_stage_collect() left. The CPU masks LVTPC when it delivers a PMI:
+ * unmask it for the next one, or, once disarmed, put back what we found.
+ */
 static int ds_nmi_handler(unsigned int cmd, struct pt_regs *regs)
 {
 	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
 
-	if (!READ_ONCE(dc->armed) || !ds_cpu_at_threshold(dc))
+	if (READ_ONCE(dc->armed) && ds_cpu_at_threshold(dc)) {
+		WRITE_ONCE(dc->pmi_seen, true);
+		ds_hw->ack_pmi();
+		irq_work_queue(&dc->collect_work);
+		return NMI_HANDLED;
+	}
+	if (local_read(&dc->pmi_owed) <= 0)
 		return NMI_DONE;
-	ds_hw->ack_pmi();
-	irq_work_queue(&dc->collect_work);
+	local_dec(&dc->pmi_owed);
+	if (READ_ONCE(dc->armed))
+		ds_hw->ack_pmi();
+	else
+		ds_hw->restore_pmi(dc->lvtpc);
 	return NMI_HANDLED;
 }
 
