@@ -12,9 +12,10 @@
  *   0x411000           supervisor-only, read-only (fault tests)
  *   0x413000           not present until a test's #PF handler maps it
  *   0x414000           accessed and dirty flags clear (fault=clear-ad)
+ *   0x415000           accessed set, dirty clear (fault=clear-d)
  *   the rest           supervisor-only, writable
  * The 4 KiB pages have their accessed and dirty flags set, as the SDM asks
- * of the DS area and the buffers, but for 0x414000.
+ * of the DS area and the buffers, but for 0x414000 and 0x415000.
  */
 #include "test.h"
 
@@ -75,6 +76,7 @@ _start32:
 	movl	$0x411061, pt + 0x11 * 8		/* 0x411000: read-only */
 	movl	$0, pt + 0x13 * 8			/* 0x413000: not yet */
 	movl	$0x414003, pt + 0x14 * 8		/* 0x414000: A, D clear */
+	movl	$0x415023, pt + 0x15 * 8		/* 0x415000: D clear */
 
 	/* PAE, then long mode with SYSCALL, then paging */
 	movl	%cr4, %eax

@@ -329,6 +329,11 @@ static void fault_test(const char *how)
 		wrmsr(MSR_DS_AREA, UNMAPPED_PAGE);
 	} else if (find(how, "straddle-")) {
 		straddle_fault(how);
+	} else if (find(how, "clear-d")) {
+		/* Read is fine, but the first store would set D */
+		ds->bts_buffer_base = CLEAR_D_PAGE;
+		ds->bts_index = CLEAR_D_PAGE;
+		ds->bts_absolute_maximum = CLEAR_D_PAGE + 32 * REC_SIZE;
 	} else if (find(how, "clear-ad")) {
 		/* Mapped writable, but the SDM wants A and D set beforehand */
 		ds->bts_buffer_base = CLEAR_AD_PAGE;

@@ -54,6 +54,7 @@
 #define UNMAPPED_PAGE	0x410000
 #define READONLY_PAGE	0x411000
 #define CLEAR_AD_PAGE	0x414000	/* never touched: A and D stay clear */
+#define CLEAR_D_PAGE	0x415000	/* never written: D stays clear */
 #define SPARE_PAGE	0x412000	/* mapped */
 #define LATE_PAGE	0x413000	/* not present until a #PF maps it */
 #define AP_DS_PAGE	0x40e000	/* the AP's DS area and buffer */

@@ -378,7 +378,7 @@ void test_pmu(void)
 		set_gate(13, gp_handler, 0);
 		tap(fix_count == 1 && fix_vec == 13,
 		    "without arch-pmu: RDPMC raises #GP");
-		if (fix_count != 1 || fix_vec != 6) {
+		if (fix_count != 1 || fix_vec != 13) {
 			diag_hex("exceptions", fix_count);
 			diag_hex("vector", fix_vec);
 		}

@@ -132,7 +132,8 @@ void test_compat(void)
 	exp_add((u64)int80_iret_site, (u64)c_after_int);
 	exp_add((u64)c_into_site, (u64)fix_of);		/* INTO like INT n */
 	exp_add((u64)fix_of_iret, (u64)c_after_into);
-	exp_add((u64)c_icebp_site, (u64)fix_db);	/* ICEBP like INT n */
+	/* ICEBP is a trap: from per bts-trap-from */
+	exp_add(trap_from((u64)c_icebp_site, (u64)c_after_icebp), (u64)fix_db);
 	exp_add((u64)fix_db_iret, (u64)c_after_icebp);
 	exp_add((u64)c_lret_site, (u64)sc_back);
 	ds_setup_plain();
@@ -164,7 +165,8 @@ static int user32_run(u32 ctl)
 	exp_cpl((u64)sysexit_site, (u64)u32_after_se, ctl, 0, 3);
 	exp_cpl((u64)u32_gate_site, (u64)gate_target, ctl, 3, 0);
 	exp_cpl((u64)gate_lret_site, (u64)u32_after_gate, ctl, 0, 3);
-	exp_cpl((u64)u32_icebp_site, (u64)fix_db, ctl, 3, 0);
+	exp_cpl(trap_from((u64)u32_icebp_site, (u64)u32_after_icebp),
+		(u64)fix_db, ctl, 3, 0);
 	exp_cpl((u64)fix_db_iret, (u64)u32_after_icebp, ctl, 0, 3);
 	exp_cpl((u64)u32_int_site, (u64)int80_handler, ctl, 3, 0);
 	exp_cpl((u64)int80_iret_site, (u64)u32_after_int, ctl, 0, 3);
