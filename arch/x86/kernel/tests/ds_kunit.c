@@ -56,6 +56,8 @@ static struct ds_hw_caps ds_sim_caps;
 static DEFINE_PER_CPU(u64, ds_sim_debugctl);
 static DEFINE_PER_CPU(unsigned long, ds_sim_ds_area);
 static atomic_t ds_sim_pmis;
+/* The simulated CPU holds its threshold PMI back (skid), for good. */
+static bool ds_sim_skid;
 static atomic_long_t ds_sim_mapped;
 
 /* --- the simulated CPU --- */
@@ -154,7 +156,8 @@ static bool ds_sim_branch(u64 from, u64 to, bool user)
 	part->index += sizeof(*rec);
 	if (!(ctl & DEBUGCTLMSR_BTINT) && part->index >= part->absmax)
 		part->index = part->base;
-	if (ctl & DEBUGCTLMSR_BTINT && part->index >= part->threshold)
+	if (ctl & DEBUGCTLMSR_BTINT && part->index >= part->threshold &&
+	    !ds_sim_skid)
 		ds_sim_pmi();
 	return true;
 }
@@ -1432,6 +1435,40 @@ static void ds_test_threshold_interrupt(struct kunit *test)
 			DS_TEST_STAGE_IRQ_AT);
 }
 
+/*
+ * A threshold PMI the CPU delivers after the staging buffer was collected
+ * (skid past a context switch, say) is still ours: claimed once, with
+ * LVTPC unmasked for it. One that came in time leaves nothing owed.
+ */
+static void ds_test_late_pmi(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_MAX_BUFFER_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	unsigned long flags;
+	size_t i;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	local_irq_save(flags);
+	for (i = 0; i < DS_TEST_STAGE_IRQ_AT; i++)
+		ds_sim_branch(DS_TEST_FROM + i, DS_TEST_FROM + i, true);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_pmis), 1);
+	ds_cpu_sync(NULL);
+	KUNIT_EXPECT_EQ(test, ds_nmi_handler(NMI_LOCAL, NULL), NMI_DONE);
+
+	ds_sim_skid = true;
+	for (i = 0; i < DS_TEST_STAGE_IRQ_AT; i++)
+		ds_sim_branch(DS_TEST_FROM + i, DS_TEST_FROM + i, true);
+	ds_sim_skid = false;
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_pmis), 1);
+	ds_cpu_sync(NULL);
+	KUNIT_EXPECT_EQ(test, ds_nmi_handler(NMI_LOCAL, NULL), NMI_HANDLED);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_pmis), 2);
+	KUNIT_EXPECT_EQ(test, ds_nmi_handler(NMI_LOCAL, NULL), NMI_DONE);
+	local_irq_restore(flags);
+	ds_sim_settle(tracer);
+	KUNIT_EXPECT_EQ(test, tracer->count, 2 * DS_TEST_STAGE_IRQ_AT);
+}
+
 static void ds_test_expect_event(struct kunit *test, struct ds_tracer *tracer,
 				 size_t i, enum ds_bts_qualifier qual)
 {
@@ -1716,6 +1753,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_fork_not_inherited),
 	KUNIT_CASE(ds_test_release_on_exit),
 	KUNIT_CASE(ds_test_threshold_interrupt),
+	KUNIT_CASE(ds_test_late_pmi),
 	KUNIT_CASE(ds_test_switch_collects),
 	KUNIT_CASE(ds_test_debugctl_bits),
 	KUNIT_CASE(ds_test_debugctl_preserved),
