@@ -1644,9 +1644,9 @@ TEST_F(bts, overflow_signal_drain)
 		got += n;
 		signals++;
 	}
+	/* what came after the last DRAIN or CLEAR: maybe nothing */
 	n = sys_ptrace(PTRACE_BTS_DRAIN, self->pid, rec, sizeof(rec));
-	/* the exit branch, unless the buffer filled before it */
-	ASSERT_LE(1, n);
+	ASSERT_LE(0, n);
 	check_overflow_records(_metadata, rec, n, true);
 	got += n;
 	if (backend == PTRACE_BTS_BACKEND_EMULATED) {
@@ -1689,9 +1689,9 @@ TEST_F(bts, overflow_signal_clear)
 		signals++;
 	}
 	ASSERT_LE(2, signals);
+	/* what came after the last DRAIN or CLEAR: maybe nothing */
 	n = sys_ptrace(PTRACE_BTS_DRAIN, self->pid, rec, sizeof(rec));
-	/* the exit branch, unless the buffer filled before it */
-	ASSERT_LE(1, n);
+	ASSERT_LE(0, n);
 	check_overflow_records(_metadata, rec, n, true);
 }
 
