@@ -301,6 +301,16 @@ static int ds_emu_classify(const u8 *buf, int size, bool mode64,
 	out->addr_bytes = insn.addr_bytes;
 	out->mode64 = mode64;
 	out->cond = 0;
+	/*
+	 * A VEX or EVEX prefix leaves the opcode of its own map in
+	 * opcode.bytes[0] with no 0x0f escape: C5 F8 77 is VZEROUPPER, not
+	 * JA. No VEX or EVEX instruction transfers control or loads or
+	 * stores the flags.
+	 */
+	if (insn_is_avx(&insn)) {
+		out->kind = DS_EMU_OTHER;
+		return 0;
+	}
 	op = insn.opcode.bytes[0];
 	if (op != DS_EMU_OP_TWO_BYTE) {
 		ds_emu_kind_one_byte(&insn, out);
