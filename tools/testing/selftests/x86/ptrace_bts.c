@@ -18,6 +18,7 @@
  * the buffers (VmLck of the tracer) is back to zero.
  */
 #define _GNU_SOURCE
+#include <cpuid.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -1220,6 +1221,29 @@ TEST_F(bts, backend_flags_only)
 TEST_F(bts, branch_jmp)
 {
 	TRACE_ROUTINE(bts_jmp, jmp_s, jmp_e, jmp_trace, ARRAY_SIZE(jmp_trace));
+}
+
+/* AVX and FMA, and the kernel saving their state: VEX code can run. */
+static bool cpu_runs_vex(void)
+{
+	unsigned int eax, ebx, ecx, edx;
+
+	if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+		return false;
+	return (ecx & bit_AVX) && (ecx & bit_FMA) && (ecx & bit_OSXSAVE);
+}
+
+/*
+ * VEX instructions are neither branches nor PUSHF/POPF to the trace, and
+ * tracing them leaves the stack alone (bts_vex).
+ */
+TEST_F(bts, vex_not_branches)
+{
+	static const struct branch exp[] = { { vex_f0, vex_t0 } };
+
+	if (!cpu_runs_vex())
+		SKIP(return, "no AVX and FMA");
+	TRACE_ROUTINE(bts_vex, vex_s, vex_e, exp, ARRAY_SIZE(exp));
 }
 
 /* Taken jcc are branches, not-taken ones are not. */

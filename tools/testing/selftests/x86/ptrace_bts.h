@@ -42,6 +42,7 @@ extern const char many_s[], many_e[], many_f0[], many_t0[], many_f1[],
 		  many_t1[];
 extern const char sleep_s[], sleep_e[], sleep_f0[], sleep_t0[], sleep_f1[],
 		  sleep_t1[];
+extern const char vex_s[], vex_e[], vex_f0[], vex_t0[];
 
 void bts_jmp(void);
 void bts_jcc(void);
@@ -58,6 +59,7 @@ void bts_usertf(void);
 void bts_step(void);
 void bts_block(void);
 void bts_many(unsigned long n);
+void bts_vex(void);
 void bts_sleep(void);
 
 /* The page bts_kentry writes to first, to take a page fault. */

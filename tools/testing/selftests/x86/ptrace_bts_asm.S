@@ -538,6 +538,31 @@ L(sleep_t1)
 L(sleep_e)
 	ret
 
+/*
+ * VEX instructions whose opcode byte, read in the one-byte map, is a
+ * branch, PUSHF or POPF. None of them is: the only branch is the JE, which
+ * is taken only if the word the VFNMADD132PS "PUSHF" has at the top of the
+ * stack still holds TF's bit.
+ */
+FUNC(bts_vex)
+	int3
+L(vex_s)
+	vzeroupper				/* C5 F8 77: not JA */
+	vpor	%xmm0, %xmm0, %xmm0		/* C5 F9 EB: not JMP */
+	vpcmpeqb %xmm0, %xmm0, %xmm1		/* C5 F9 74: not JZ */
+	push	$X86_EFLAGS_TF
+	vfnmadd132ps %xmm1, %xmm1, %xmm1	/* C4 E2 71 9C: not PUSHF */
+	vfnmadd132ss %xmm1, %xmm1, %xmm1	/* C4 E2 71 9D: not POPF */
+	pop	AX
+	cmp	$X86_EFLAGS_TF, AX
+L(vex_f0)
+	je	vex_t0
+	ud2
+L(vex_t0)
+	int3
+L(vex_e)
+	ret
+
 	.data
 	.balign	8
 sleep_ts:		/* struct timespec: 0 s, 2 ms */
