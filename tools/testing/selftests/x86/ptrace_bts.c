@@ -1246,6 +1246,24 @@ TEST_F(bts, vex_not_branches)
 	TRACE_ROUTINE(bts_vex, vex_s, vex_e, exp, ARRAY_SIZE(exp));
 }
 
+#ifdef __x86_64__
+/*
+ * Only SYSCALL copies the flags into R11: after any other entry, such as
+ * the emulated backend's single steps, R11 is the program's, even when it
+ * holds the flags with TF (bts_r11).
+ */
+TEST_F(bts, r11_kept)
+{
+	struct user_regs_struct regs;
+
+	self->pid = start_traced(_metadata, bts_r11, r11_s, 16);
+	cont_to(_metadata, self->pid, 0, r11_e);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_GETREGS, self->pid, NULL,
+				(unsigned long)&regs));
+	EXPECT_EQ(0x246 | X86_EFLAGS_TF, regs.r11);
+}
+#endif
+
 /* Taken jcc are branches, not-taken ones are not. */
 TEST_F(bts, branch_jcc)
 {

@@ -563,6 +563,22 @@ L(vex_t0)
 L(vex_e)
 	ret
 
+#ifdef __x86_64__
+/*
+ * R11 holding what the flags would be with TF set, while the emulated
+ * backend's single steps enter the kernel after each instruction.
+ */
+FUNC(bts_r11)
+	int3
+L(r11_s)
+	xor	%eax, %eax		/* flags: IF, ZF, PF: 0x246 */
+	mov	$(0x246 | X86_EFLAGS_TF), %r11
+	nop
+	int3
+L(r11_e)
+	ret
+#endif
+
 	.data
 	.balign	8
 sleep_ts:		/* struct timespec: 0 s, 2 ms */
