@@ -63,6 +63,7 @@
 
 #include <linux/hash.h>
 #include <linux/init.h>
+#include <linux/mm.h>
 #include <linux/moduleparam.h>
 #include <linux/sched.h>
 #include <linux/sched/task_stack.h>
@@ -419,12 +420,27 @@ static struct ds_emu_insn *ds_emu_slot(struct ds_emu_task *st,
 	return &st->cache[hash_long(ip, DS_EMU_CACHE_BITS)];
 }
 
+/*
+ * Read up to @len instruction bytes at @ip; returns how many. Execute-only
+ * code (a protection key that denies reads) cannot be copied from user
+ * mode, but ptrace reads it through the page tables, and so do we: without
+ * the bytes neither the record nor the TF correction could be done.
+ */
+static int ds_emu_read(u8 *buf, unsigned long ip, int len)
+{
+	int n = len - copy_from_user(buf, (const void __user *)ip, len);
+
+	if (n)
+		return n;
+	return max(access_process_vm(current, ip, buf, len, FOLL_FORCE), 0);
+}
+
 /* Are the bytes at @ip still those @e was decoded from? */
 static bool ds_emu_still_there(const struct ds_emu_insn *e, unsigned long ip)
 {
 	u8 now[MAX_INSN_SIZE];
 
-	if (copy_from_user(now, (const void __user *)ip, e->len))
+	if (ds_emu_read(now, ip, e->len) != e->len)
 		return false;
 	return !memcmp(now, e->bytes, e->len);
 }
@@ -444,8 +460,7 @@ static const struct ds_emu_insn *ds_emu_lookup(struct ds_emu_task *st,
 	st->misses++;
 	e->len = 0;
 	/* An instruction near the end of a mapping is shorter than the max. */
-	n = MAX_INSN_SIZE - copy_from_user(buf, (const void __user *)ip,
-					   MAX_INSN_SIZE);
+	n = ds_emu_read(buf, ip, MAX_INSN_SIZE);
 	if (!n || ds_emu_classify(buf, n, mode64, e)) {
 		e->len = 0;
 		return NULL;
@@ -635,7 +650,12 @@ void ds_emu_debug(struct pt_regs *regs, unsigned long *dr6,
 		st->blockstep = false;
 		return;
 	}
-	if (st->ip_valid && (test_thread_flag(TIF_DS_EMU) || st->blockstep))
+	/*
+	 * A forced TF needs its correction even when tracing stopped (another
+	 * CPU cleared TIF_DS_EMU) after the return to user mode that set it.
+	 */
+	if (st->ip_valid &&
+	    (test_thread_flag(TIF_DS_EMU) || st->blockstep || forced))
 		outcome = ds_emu_step(st, regs, uflags, forced,
 				      test_thread_flag(TIF_DS_EMU));
 	st->ip_valid = false;
