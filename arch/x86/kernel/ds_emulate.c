@@ -89,6 +89,8 @@
 #define DS_EMU_OP_TWO_BYTE	0x0f
 #define DS_EMU_OP_JCC32		0x80	/* 0x0f 0x80-0x8f jcc rel32 */
 #define DS_EMU_OP_JCC32_LAST	0x8f
+#define DS_EMU_OP_POP_SS	0x17	/* not in 64-bit mode */
+#define DS_EMU_OP_MOV_SREG	0x8e	/* mov Sreg, r/m16; /2 is SS */
 #define DS_EMU_OP_LCALL		0x9a
 #define DS_EMU_OP_PUSHF		0x9c
 #define DS_EMU_OP_POPF		0x9d
@@ -106,6 +108,7 @@
 #define DS_EMU_OP_LJMP		0xea
 #define DS_EMU_OP_JMP8		0xeb
 #define DS_EMU_OP_GRP5		0xff	/* /2 call, /3 lcall, /4 jmp, /5 ljmp */
+#define DS_EMU_SREG_SS		2	/* ModRM.reg of mov Sreg */
 #define DS_EMU_GRP5_CALL	2
 #define DS_EMU_GRP5_LJMP	5
 
@@ -137,6 +140,7 @@ enum ds_emu_cc {
  * @DS_EMU_IRET:  always taken, and loads TF
  * @DS_EMU_POPF:  not a branch, loads TF
  * @DS_EMU_PUSHF: not a branch, stores TF
+ * @DS_EMU_SS:    MOV SS or POP SS: no trap until after the next instruction
  */
 enum ds_emu_kind {
 	DS_EMU_OTHER,
@@ -147,6 +151,7 @@ enum ds_emu_kind {
 	DS_EMU_IRET,
 	DS_EMU_POPF,
 	DS_EMU_PUSHF,
+	DS_EMU_SS,
 };
 
 /* @cond of %DS_EMU_LOOP. */
@@ -231,6 +236,13 @@ static void ds_emu_kind_one_byte(const struct insn *insn,
 	u8 op = insn->opcode.bytes[0];
 
 	switch (op) {
+	case DS_EMU_OP_POP_SS:
+		out->kind = DS_EMU_SS;
+		break;
+	case DS_EMU_OP_MOV_SREG:
+		out->kind = X86_MODRM_REG(insn->modrm.bytes[0]) == DS_EMU_SREG_SS ?
+			    DS_EMU_SS : DS_EMU_OTHER;
+		break;
 	case DS_EMU_OP_JCC8 ... DS_EMU_OP_JCC8_LAST:
 		out->kind = DS_EMU_JCC;
 		out->cond = op & DS_EMU_CC_MASK;
@@ -606,6 +618,15 @@ static enum ds_emu_outcome ds_emu_step(struct ds_emu_task *st,
 	const struct ds_emu_insn *in;
 
 	in = ds_emu_lookup(st, from, st->mode64);
+	/*
+	 * MOV SS and POP SS hold the single-step trap back until after the
+	 * next instruction: that is the one that completed, and whose branch
+	 * and TF this trap is about.
+	 */
+	if (in && in->kind == DS_EMU_SS) {
+		from += in->len;
+		in = ds_emu_lookup(st, from, st->mode64);
+	}
 	if (!in)
 		return DS_EMU_UNKNOWN;
 	if (forced)

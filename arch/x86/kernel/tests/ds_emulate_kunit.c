@@ -216,6 +216,13 @@ static const struct ds_emu_test_case ds_emu_test_cases[] = {
 		 DS_EMU_TEST_NONE, 0, false, 0xc4, 0xe2, 0x79, 0xcf, 0xc1),
 	DS_EMU_T("EVEX vmovdqu64 store is not jg", true, 6, DS_EMU_OTHER,
 		 DS_EMU_TEST_NONE, 0, false, 0x62, 0xf1, 0xfe, 0x48, 0x7f, 0x07),
+	/* the interrupt shadow: the trap comes after the next instruction */
+	DS_EMU_T("mov %eax,%ss", true, 2, DS_EMU_SS, DS_EMU_TEST_NONE, 0,
+		 false, 0x8e, 0xd0),
+	DS_EMU_T("pop %ss", false, 1, DS_EMU_SS, DS_EMU_TEST_NONE, 0, false,
+		 0x17),
+	DS_EMU_T("mov %eax,%ds has no shadow", false, 2, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0x8e, 0xd8),
 };
 
 static void ds_emu_test_case_desc(const struct ds_emu_test_case *t,

@@ -1264,6 +1264,19 @@ TEST_F(bts, r11_kept)
 }
 #endif
 
+/*
+ * After MOV SS the single-step trap comes one instruction late: the branch
+ * and the PUSHF it covers are traced as without it (bts_movss).
+ */
+TEST_F(bts, mov_ss_shadow)
+{
+	static const struct branch exp[] = {
+		{ movss_f0, movss_t0 }, { movss_f1, movss_t1 },
+	};
+
+	TRACE_ROUTINE(bts_movss, movss_s, movss_e, exp, ARRAY_SIZE(exp));
+}
+
 /* Taken jcc are branches, not-taken ones are not. */
 TEST_F(bts, branch_jcc)
 {

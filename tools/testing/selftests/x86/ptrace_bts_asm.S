@@ -563,6 +563,32 @@ L(vex_t0)
 L(vex_e)
 	ret
 
+/*
+ * MOV SS holds the single-step trap back until after the next instruction:
+ * the JMP after the first one must be recorded, and the PUSHF after the
+ * second must store the program's TF (clear), or the JZ is not taken.
+ */
+FUNC(bts_movss)
+	int3
+L(movss_s)
+	mov	%ss, %eax
+	mov	%eax, %ss
+L(movss_f0)
+	jmp	movss_t0
+	ud2
+L(movss_t0)
+	mov	%eax, %ss
+	pushf
+	pop	AX
+	test	$X86_EFLAGS_TF, AX
+L(movss_f1)
+	jz	movss_t1
+	ud2
+L(movss_t1)
+	int3
+L(movss_e)
+	ret
+
 #ifdef __x86_64__
 /*
  * R11 holding what the flags would be with TF set, while the emulated
