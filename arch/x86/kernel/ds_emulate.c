@@ -63,6 +63,7 @@
 
 #include <linux/hash.h>
 #include <linux/init.h>
+#include <linux/mm.h>
 #include <linux/moduleparam.h>
 #include <linux/sched.h>
 #include <linux/sched/task_stack.h>
@@ -88,6 +89,8 @@
 #define DS_EMU_OP_TWO_BYTE	0x0f
 #define DS_EMU_OP_JCC32		0x80	/* 0x0f 0x80-0x8f jcc rel32 */
 #define DS_EMU_OP_JCC32_LAST	0x8f
+#define DS_EMU_OP_POP_SS	0x17	/* not in 64-bit mode */
+#define DS_EMU_OP_MOV_SREG	0x8e	/* mov Sreg, r/m16; /2 is SS */
 #define DS_EMU_OP_LCALL		0x9a
 #define DS_EMU_OP_PUSHF		0x9c
 #define DS_EMU_OP_POPF		0x9d
@@ -105,6 +108,7 @@
 #define DS_EMU_OP_LJMP		0xea
 #define DS_EMU_OP_JMP8		0xeb
 #define DS_EMU_OP_GRP5		0xff	/* /2 call, /3 lcall, /4 jmp, /5 ljmp */
+#define DS_EMU_SREG_SS		2	/* ModRM.reg of mov Sreg */
 #define DS_EMU_GRP5_CALL	2
 #define DS_EMU_GRP5_LJMP	5
 
@@ -136,6 +140,7 @@ enum ds_emu_cc {
  * @DS_EMU_IRET:  always taken, and loads TF
  * @DS_EMU_POPF:  not a branch, loads TF
  * @DS_EMU_PUSHF: not a branch, stores TF
+ * @DS_EMU_SS:    MOV SS or POP SS: no trap until after the next instruction
  */
 enum ds_emu_kind {
 	DS_EMU_OTHER,
@@ -146,6 +151,7 @@ enum ds_emu_kind {
 	DS_EMU_IRET,
 	DS_EMU_POPF,
 	DS_EMU_PUSHF,
+	DS_EMU_SS,
 };
 
 /* @cond of %DS_EMU_LOOP. */
@@ -230,6 +236,13 @@ static void ds_emu_kind_one_byte(const struct insn *insn,
 	u8 op = insn->opcode.bytes[0];
 
 	switch (op) {
+	case DS_EMU_OP_POP_SS:
+		out->kind = DS_EMU_SS;
+		break;
+	case DS_EMU_OP_MOV_SREG:
+		out->kind = X86_MODRM_REG(insn->modrm.bytes[0]) == DS_EMU_SREG_SS ?
+			    DS_EMU_SS : DS_EMU_OTHER;
+		break;
 	case DS_EMU_OP_JCC8 ... DS_EMU_OP_JCC8_LAST:
 		out->kind = DS_EMU_JCC;
 		out->cond = op & DS_EMU_CC_MASK;
@@ -301,6 +314,16 @@ static int ds_emu_classify(const u8 *buf, int size, bool mode64,
 	out->addr_bytes = insn.addr_bytes;
 	out->mode64 = mode64;
 	out->cond = 0;
+	/*
+	 * A VEX or EVEX prefix leaves the opcode of its own map in
+	 * opcode.bytes[0] with no 0x0f escape: C5 F8 77 is VZEROUPPER, not
+	 * JA. No VEX or EVEX instruction transfers control or loads or
+	 * stores the flags.
+	 */
+	if (insn_is_avx(&insn)) {
+		out->kind = DS_EMU_OTHER;
+		return 0;
+	}
 	op = insn.opcode.bytes[0];
 	if (op != DS_EMU_OP_TWO_BYTE) {
 		ds_emu_kind_one_byte(&insn, out);
@@ -409,12 +432,27 @@ static struct ds_emu_insn *ds_emu_slot(struct ds_emu_task *st,
 	return &st->cache[hash_long(ip, DS_EMU_CACHE_BITS)];
 }
 
+/*
+ * Read up to @len instruction bytes at @ip; returns how many. Execute-only
+ * code (a protection key that denies reads) cannot be copied from user
+ * mode, but ptrace reads it through the page tables, and so do we: without
+ * the bytes neither the record nor the TF correction could be done.
+ */
+static int ds_emu_read(u8 *buf, unsigned long ip, int len)
+{
+	int n = len - copy_from_user(buf, (const void __user *)ip, len);
+
+	if (n)
+		return n;
+	return max(access_process_vm(current, ip, buf, len, FOLL_FORCE), 0);
+}
+
 /* Are the bytes at @ip still those @e was decoded from? */
 static bool ds_emu_still_there(const struct ds_emu_insn *e, unsigned long ip)
 {
 	u8 now[MAX_INSN_SIZE];
 
-	if (copy_from_user(now, (const void __user *)ip, e->len))
+	if (ds_emu_read(now, ip, e->len) != e->len)
 		return false;
 	return !memcmp(now, e->bytes, e->len);
 }
@@ -434,8 +472,7 @@ static const struct ds_emu_insn *ds_emu_lookup(struct ds_emu_task *st,
 	st->misses++;
 	e->len = 0;
 	/* An instruction near the end of a mapping is shorter than the max. */
-	n = MAX_INSN_SIZE - copy_from_user(buf, (const void __user *)ip,
-					   MAX_INSN_SIZE);
+	n = ds_emu_read(buf, ip, MAX_INSN_SIZE);
 	if (!n || ds_emu_classify(buf, n, mode64, e)) {
 		e->len = 0;
 		return NULL;
@@ -581,6 +618,15 @@ static enum ds_emu_outcome ds_emu_step(struct ds_emu_task *st,
 	const struct ds_emu_insn *in;
 
 	in = ds_emu_lookup(st, from, st->mode64);
+	/*
+	 * MOV SS and POP SS hold the single-step trap back until after the
+	 * next instruction: that is the one that completed, and whose branch
+	 * and TF this trap is about.
+	 */
+	if (in && in->kind == DS_EMU_SS) {
+		from += in->len;
+		in = ds_emu_lookup(st, from, st->mode64);
+	}
 	if (!in)
 		return DS_EMU_UNKNOWN;
 	if (forced)
@@ -625,7 +671,12 @@ void ds_emu_debug(struct pt_regs *regs, unsigned long *dr6,
 		st->blockstep = false;
 		return;
 	}
-	if (st->ip_valid && (test_thread_flag(TIF_DS_EMU) || st->blockstep))
+	/*
+	 * A forced TF needs its correction even when tracing stopped (another
+	 * CPU cleared TIF_DS_EMU) after the return to user mode that set it.
+	 */
+	if (st->ip_valid &&
+	    (test_thread_flag(TIF_DS_EMU) || st->blockstep || forced))
 		outcome = ds_emu_step(st, regs, uflags, forced,
 				      test_thread_flag(TIF_DS_EMU));
 	st->ip_valid = false;

@@ -188,6 +188,41 @@ static const struct ds_emu_test_case ds_emu_test_cases[] = {
 		 false, 0xcd, 0x80),
 	DS_EMU_T("setz is not jcc", true, 3, DS_EMU_OTHER, X86_EFLAGS_ZF, 0,
 		 false, 0x0f, 0x94, 0xc0),
+	/*
+	 * VEX and EVEX: the opcode byte after the prefix is of another map.
+	 * The flags are those under which the one-byte reading would branch.
+	 */
+	DS_EMU_T("vzeroupper is not ja", true, 3, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0xc5, 0xf8, 0x77),
+	DS_EMU_T("vzeroupper in 32-bit", false, 3, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0xc5, 0xf8, 0x77),
+	DS_EMU_T("vpcmpeqb is not jz", true, 4, DS_EMU_OTHER, X86_EFLAGS_ZF,
+		 0, false, 0xc5, 0xfd, 0x74, 0xc1),
+	DS_EMU_T("vmovdqu store is not jg", true, 4, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0xc5, 0xfe, 0x7f, 0x07),
+	DS_EMU_T("vpor is not jmp", true, 4, DS_EMU_OTHER, DS_EMU_TEST_NONE,
+		 0, false, 0xc5, 0xfd, 0xeb, 0xc1),
+	DS_EMU_T("vpsubsb is not call", true, 4, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0xc5, 0xfd, 0xe8, 0xc1),
+	DS_EMU_T("vcmpps is not ret imm16", true, 5, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0xc5, 0xfc, 0xc2, 0xc1, 0x00),
+	DS_EMU_T("vpsrad is not loop", true, 4, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 1, false, 0xc5, 0xfd, 0xe2, 0xc1),
+	DS_EMU_T("vfnmadd132ps is not pushf", true, 5, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0xc4, 0xe2, 0x79, 0x9c, 0xc1),
+	DS_EMU_T("vfnmadd132ss is not popf", true, 5, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0xc4, 0xe2, 0x79, 0x9d, 0xc1),
+	DS_EMU_T("vgf2p8mulb is not iret", true, 5, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0xc4, 0xe2, 0x79, 0xcf, 0xc1),
+	DS_EMU_T("EVEX vmovdqu64 store is not jg", true, 6, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0x62, 0xf1, 0xfe, 0x48, 0x7f, 0x07),
+	/* the interrupt shadow: the trap comes after the next instruction */
+	DS_EMU_T("mov %eax,%ss", true, 2, DS_EMU_SS, DS_EMU_TEST_NONE, 0,
+		 false, 0x8e, 0xd0),
+	DS_EMU_T("pop %ss", false, 1, DS_EMU_SS, DS_EMU_TEST_NONE, 0, false,
+		 0x17),
+	DS_EMU_T("mov %eax,%ds has no shadow", false, 2, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0x8e, 0xd8),
 };
 
 static void ds_emu_test_case_desc(const struct ds_emu_test_case *t,

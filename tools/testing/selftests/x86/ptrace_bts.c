@@ -18,6 +18,7 @@
  * the buffers (VmLck of the tracer) is back to zero.
  */
 #define _GNU_SOURCE
+#include <cpuid.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -1220,6 +1221,60 @@ TEST_F(bts, backend_flags_only)
 TEST_F(bts, branch_jmp)
 {
 	TRACE_ROUTINE(bts_jmp, jmp_s, jmp_e, jmp_trace, ARRAY_SIZE(jmp_trace));
+}
+
+/* AVX and FMA, and the kernel saving their state: VEX code can run. */
+static bool cpu_runs_vex(void)
+{
+	unsigned int eax, ebx, ecx, edx;
+
+	if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+		return false;
+	return (ecx & bit_AVX) && (ecx & bit_FMA) && (ecx & bit_OSXSAVE);
+}
+
+/*
+ * VEX instructions are neither branches nor PUSHF/POPF to the trace, and
+ * tracing them leaves the stack alone (bts_vex).
+ */
+TEST_F(bts, vex_not_branches)
+{
+	static const struct branch exp[] = { { vex_f0, vex_t0 } };
+
+	if (!cpu_runs_vex())
+		SKIP(return, "no AVX and FMA");
+	TRACE_ROUTINE(bts_vex, vex_s, vex_e, exp, ARRAY_SIZE(exp));
+}
+
+#ifdef __x86_64__
+/*
+ * Only SYSCALL copies the flags into R11: after any other entry, such as
+ * the emulated backend's single steps, R11 is the program's, even when it
+ * holds the flags with TF (bts_r11).
+ */
+TEST_F(bts, r11_kept)
+{
+	struct user_regs_struct regs;
+
+	self->pid = start_traced(_metadata, bts_r11, r11_s, 16);
+	cont_to(_metadata, self->pid, 0, r11_e);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_GETREGS, self->pid, NULL,
+				(unsigned long)&regs));
+	EXPECT_EQ(0x246 | X86_EFLAGS_TF, regs.r11);
+}
+#endif
+
+/*
+ * After MOV SS the single-step trap comes one instruction late: the branch
+ * and the PUSHF it covers are traced as without it (bts_movss).
+ */
+TEST_F(bts, mov_ss_shadow)
+{
+	static const struct branch exp[] = {
+		{ movss_f0, movss_t0 }, { movss_f1, movss_t1 },
+	};
+
+	TRACE_ROUTINE(bts_movss, movss_s, movss_e, exp, ARRAY_SIZE(exp));
 }
 
 /* Taken jcc are branches, not-taken ones are not. */

@@ -538,6 +538,73 @@ L(sleep_t1)
 L(sleep_e)
 	ret
 
+/*
+ * VEX instructions whose opcode byte, read in the one-byte map, is a
+ * branch, PUSHF or POPF. None of them is: the only branch is the JE, which
+ * is taken only if the word the VFNMADD132PS "PUSHF" has at the top of the
+ * stack still holds TF's bit.
+ */
+FUNC(bts_vex)
+	int3
+L(vex_s)
+	vzeroupper				/* C5 F8 77: not JA */
+	vpor	%xmm0, %xmm0, %xmm0		/* C5 F9 EB: not JMP */
+	vpcmpeqb %xmm0, %xmm0, %xmm1		/* C5 F9 74: not JZ */
+	push	$X86_EFLAGS_TF
+	vfnmadd132ps %xmm1, %xmm1, %xmm1	/* C4 E2 71 9C: not PUSHF */
+	vfnmadd132ss %xmm1, %xmm1, %xmm1	/* C4 E2 71 9D: not POPF */
+	pop	AX
+	cmp	$X86_EFLAGS_TF, AX
+L(vex_f0)
+	je	vex_t0
+	ud2
+L(vex_t0)
+	int3
+L(vex_e)
+	ret
+
+/*
+ * MOV SS holds the single-step trap back until after the next instruction:
+ * the JMP after the first one must be recorded, and the PUSHF after the
+ * second must store the program's TF (clear), or the JZ is not taken.
+ */
+FUNC(bts_movss)
+	int3
+L(movss_s)
+	mov	%ss, %eax
+	mov	%eax, %ss
+L(movss_f0)
+	jmp	movss_t0
+	ud2
+L(movss_t0)
+	mov	%eax, %ss
+	pushf
+	pop	AX
+	test	$X86_EFLAGS_TF, AX
+L(movss_f1)
+	jz	movss_t1
+	ud2
+L(movss_t1)
+	int3
+L(movss_e)
+	ret
+
+#ifdef __x86_64__
+/*
+ * R11 holding what the flags would be with TF set, while the emulated
+ * backend's single steps enter the kernel after each instruction.
+ */
+FUNC(bts_r11)
+	int3
+L(r11_s)
+	xor	%eax, %eax		/* flags: IF, ZF, PF: 0x246 */
+	mov	$(0x246 | X86_EFLAGS_TF), %r11
+	nop
+	int3
+L(r11_e)
+	ret
+#endif
+
 	.data
 	.balign	8
 sleep_ts:		/* struct timespec: 0 s, 2 ms */
