@@ -109,6 +109,7 @@ void __attribute__((noreturn)) qemu_exit(u32 code);
 extern int test_no, failures;
 void tap(int ok, const char *name);
 void diag_hex(const char *what, u64 v);
+void gate64(u8 *g, u64 target, u8 type, int ist);
 void set_gate(int vec, void *handler, int dpl);
 void set_gate_ist(int vec, void *handler, int dpl, int ist);
 void idt_init(void);

@@ -110,24 +110,31 @@ void diag_hex(const char *what, u64 v)
 
 /* ---- IDT ---- */
 
-void set_gate_ist(int vec, void *handler, int dpl, int ist)
+/*
+ * A 16-byte long-mode gate descriptor to KERNEL_CS:@target: @type is the
+ * access byte (present, DPL, type), @ist the IST index (interrupt gates).
+ */
+void gate64(u8 *g, u64 target, u8 type, int ist)
 {
-	u8 *g = idt + 16 * vec;
-	u64 a = (u64)handler;
-
-	g[0] = a;
-	g[1] = a >> 8;
+	g[0] = target;
+	g[1] = target >> 8;
 	g[2] = KERNEL_CS;
 	g[3] = 0;
 	g[4] = ist;
-	g[5] = 0x8e | (dpl << 5);		/* present, interrupt gate */
-	g[6] = a >> 16;
-	g[7] = a >> 24;
-	g[8] = a >> 32;
-	g[9] = a >> 40;
-	g[10] = a >> 48;
-	g[11] = a >> 56;
+	g[5] = type;
+	g[6] = target >> 16;
+	g[7] = target >> 24;
+	g[8] = target >> 32;
+	g[9] = target >> 40;
+	g[10] = target >> 48;
+	g[11] = target >> 56;
 	g[12] = g[13] = g[14] = g[15] = 0;
+}
+
+void set_gate_ist(int vec, void *handler, int dpl, int ist)
+{
+	/* present, interrupt gate */
+	gate64(idt + 16 * vec, (u64)handler, 0x8e | (dpl << 5), ist);
 }
 
 void set_gate(int vec, void *handler, int dpl)

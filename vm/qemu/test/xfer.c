@@ -45,20 +45,8 @@ extern volatile u64 fault_rsp;
 /* A 64-bit call gate (16 bytes) at sel to KERNEL_CS:target */
 static void set_call_gate(u16 sel, void *target, int dpl)
 {
-	u8 *g = gdt + sel;
-	u64 a = (u64)target;
-
-	memset(g, 0, 16);
-	g[0] = a;
-	g[1] = a >> 8;
-	g[2] = KERNEL_CS;
-	g[5] = 0x8c | (dpl << 5);	/* present, 64-bit call gate */
-	g[6] = a >> 16;
-	g[7] = a >> 24;
-	g[8] = a >> 32;
-	g[9] = a >> 40;
-	g[10] = a >> 48;
-	g[11] = a >> 56;
+	/* present, 64-bit call gate */
+	gate64(gdt + sel, (u64)target, 0x8c | (dpl << 5), 0);
 }
 
 static void write_dr6(u64 v)
