@@ -442,9 +442,10 @@ static int ds_emu_read(u8 *buf, unsigned long ip, int len)
 {
 	int n = len - copy_from_user(buf, (const void __user *)ip, len);
 
-	if (n)
+	/* Short: the end of a mapping, or the next page is execute-only. */
+	if (n == len)
 		return n;
-	return max(access_process_vm(current, ip, buf, len, FOLL_FORCE), 0);
+	return max(n, access_process_vm(current, ip, buf, len, FOLL_FORCE));
 }
 
 /* Are the bytes at @ip still those @e was decoded from? */
@@ -621,9 +622,11 @@ static enum ds_emu_outcome ds_emu_step(struct ds_emu_task *st,
 	/*
 	 * MOV SS and POP SS hold the single-step trap back until after the
 	 * next instruction: that is the one that completed, and whose branch
-	 * and TF this trap is about.
+	 * and TF this trap is about. A trap right after the MOV SS (the SDM
+	 * promises the delay only for the first of several SS loads) is the
+	 * MOV SS's own.
 	 */
-	if (in && in->kind == DS_EMU_SS) {
+	if (in && in->kind == DS_EMU_SS && to != from + in->len) {
 		from += in->len;
 		in = ds_emu_lookup(st, from, st->mode64);
 	}

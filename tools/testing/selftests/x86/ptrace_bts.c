@@ -1228,9 +1228,15 @@ static bool cpu_runs_vex(void)
 {
 	unsigned int eax, ebx, ecx, edx;
 
+	unsigned int xcr0_lo, xcr0_hi;
+
 	if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx))
 		return false;
-	return (ecx & bit_AVX) && (ecx & bit_FMA) && (ecx & bit_OSXSAVE);
+	if (!(ecx & bit_AVX) || !(ecx & bit_FMA) || !(ecx & bit_OSXSAVE))
+		return false;
+	/* XCR0: the kernel saves the SSE and AVX state */
+	asm volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+	return (xcr0_lo & 6) == 6;
 }
 
 /*
@@ -1261,6 +1267,20 @@ TEST_F(bts, r11_kept)
 	ASSERT_EQ(0, sys_ptrace(PTRACE_GETREGS, self->pid, NULL,
 				(unsigned long)&regs));
 	EXPECT_EQ(0x246 | X86_EFLAGS_TF, regs.r11);
+}
+
+/* SYSCALL's copy of the flags in R11 does not show a forced TF. */
+TEST_F(bts, r11_syscall)
+{
+	struct user_regs_struct regs;
+
+	self->pid = start_traced(_metadata, bts_syscall_r11, r11sys_s, 16);
+	cont_to(_metadata, self->pid, 0, r11sys_e);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_GETREGS, self->pid, NULL,
+				(unsigned long)&regs));
+	EXPECT_EQ(0, regs.r11 & X86_EFLAGS_TF);
+	/* and otherwise the flags SYSCALL saved: IF, at least */
+	EXPECT_NE(0, regs.r11 & X86_EFLAGS_IF);
 }
 #endif
 

@@ -43,7 +43,7 @@ extern const char many_s[], many_e[], many_f0[], many_t0[], many_f1[],
 extern const char sleep_s[], sleep_e[], sleep_f0[], sleep_t0[], sleep_f1[],
 		  sleep_t1[];
 extern const char vex_s[], vex_e[], vex_f0[], vex_t0[];
-extern const char r11_s[], r11_e[];
+extern const char r11_s[], r11_e[], r11sys_s[], r11sys_e[];
 extern const char movss_s[], movss_e[], movss_f0[], movss_t0[], movss_f1[],
 		  movss_t1[];
 
@@ -64,6 +64,7 @@ void bts_block(void);
 void bts_many(unsigned long n);
 void bts_vex(void);
 void bts_r11(void);
+void bts_syscall_r11(void);
 void bts_movss(void);
 void bts_sleep(void);
 

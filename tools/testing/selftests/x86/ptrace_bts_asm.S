@@ -603,6 +603,16 @@ L(r11_s)
 	int3
 L(r11_e)
 	ret
+
+/* SYSCALL's R11 is the flags it saved, which must not show the forced TF. */
+FUNC(bts_syscall_r11)
+	int3
+L(r11sys_s)
+	mov	$__NR_getpid, %eax
+	syscall
+	int3
+L(r11sys_e)
+	ret
 #endif
 
 	.data
