@@ -1808,21 +1808,31 @@ TEST_F(bts, overflow_signal_thread)
 {
 	struct bts_struct rec[OVERFLOW_RECORDS];
 	pid_t t, tid;
+	bool clone_seen = false;
 	int status;
 	long n;
 
 	self->pid = spawn(_metadata, thread_many_routine, 0,
 			  PTRACE_O_TRACECLONE);
 	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, self->pid, NULL, 0));
-	/* the clone event and the new thread's SIGSTOP, in any order */
-	for (;;) {
+	/*
+	 * The leader's clone event, the new thread's SIGSTOP and its
+	 * breakpoint at many_s, in whatever order the two threads get there;
+	 * the thread stays stopped at its breakpoint.
+	 */
+	for (tid = 0; !clone_seen || !tid;) {
 		t = wait_any(_metadata, &status);
 		ASSERT_TRUE(WIFSTOPPED(status));
-		if (t != self->pid && status >> 8 == SIGTRAP)
-			break;
+		if (t == self->pid) {
+			ASSERT_EQ(SIGTRAP | (PTRACE_EVENT_CLONE << 8),
+				  status >> 8);
+			clone_seen = true;
+		} else if (WSTOPSIG(status) == SIGTRAP) {
+			tid = t;
+			continue;
+		}
 		ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, t, NULL, 0));
 	}
-	tid = t;
 	ASSERT_EQ((unsigned long)many_s, get_ip(_metadata, tid));
 	ASSERT_EQ(0, bts_config(_metadata, tid, OVERFLOW_RECORDS * BTS_REC,
 				BTS_TRACE_ALLOC | PTRACE_BTS_O_SIGNAL,
