@@ -1,0 +1,1526 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Random differential testing of ptrace branch tracing.
+ *
+ * A seeded generator writes blocks of x86-64 machine code: every kind of
+ * branch (short and near jcc, loop and jcxz, direct, indirect and far
+ * jumps and calls, rets, iret, a trip through 32-bit compat code),
+ * prefixes before branches and other instructions, VEX, EVEX and XOP
+ * encodings, PUSHF/POPF/IRET games with the program's own TF, MOV SS,
+ * syscalls, int1 and int3, and faults that a signal handler resumes.
+ *
+ * Each block runs in three long-lived tracees: one that is ptraced but not
+ * branch traced, and one per backend under test (the emulated one; on
+ * BTS hardware, the hardware one too). All must end the block in the same
+ * state: general, x87/SSE and AVX registers, flags, the block's memory
+ * (data and stack) and a digest of every signal the handler saw, with the
+ * flags of its signal frame. Where two backends trace, their records must
+ * be the same, record for record.
+ *
+ * A divergence prints the seed, then shrinks the block, one item at a
+ * time, to the smallest one that still diverges, and dumps it.
+ *
+ * The test cases run a fixed number of blocks. A long run:
+ *	ptrace_bts_fuzz --seed S --blocks N [--backend hardware|emulated]
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cpuid.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <linux/ptrace.h>
+
+#include "../kselftest_harness.h"
+#include "ptrace_bts_util.h"
+
+/*
+ * Fixed addresses below 4 GiB, the same in every tracee: far transfers
+ * and compat code take 32-bit addresses, and records compare as numbers.
+ * Both areas are shared with the tracer, which writes the code and reads
+ * the data without a ptrace call.
+ */
+#define FZ_CODE			0x20000000UL
+#define FZ_CODE_SIZE		(64UL << 10)
+#define FZ_DATA			0x20100000UL
+#define FZ_DATA_SIZE		(16UL << 10)
+#define FZ_SCRATCH_SIZE		256	/* the block's memory operands, %rbx */
+/* 8-byte slots a positive disp8 reaches from %rbx */
+#define FZ_DISP8_SLOTS		16
+#define FZ_LOG			(FZ_DATA + 512)	/* struct fz_log */
+#define FZ_STACK_TOP		(FZ_DATA + FZ_DATA_SIZE - 128)
+
+#define FZ_USER_CS		0x33	/* __USER_CS */
+#define FZ_USER32_CS		0x23	/* __USER32_CS */
+#define FZ_USER_DS		0x2b	/* __USER_DS */
+#define FZ_TF			0x100
+#define FZ_ARITH_FLAGS		0x8d5	/* CF PF AF ZF SF OF */
+
+#define FZ_MAX_ITEMS		24
+#define FZ_MAX_STOPS		5000	/* signals and traps within one block */
+#define FZ_RECORDS		16384
+#define FZ_HANG_SECONDS		20
+
+/* Registers by their encoding. */
+enum { RAX, RCX, RDX, RBX, RSP, RBP, RSI, RDI, R8, R9, R10, R11, R12, R13,
+	R14, R15 };
+
+/*
+ * What the block may write: all but %rbx (the scratch memory), %rsp and
+ * %r14 (where the handler resumes a faulting instruction).
+ */
+static const uint8_t fz_free_regs[] = {
+	RAX, RCX, RDX, RBP, RSI, RDI, R8, R9, R10, R11, R12, R13, R15,
+};
+
+/* What the signal handler saw, in the shared data. */
+struct fz_log {
+	uint64_t signals;
+	uint64_t digest;
+};
+
+static uint64_t fz_mix(uint64_t h, uint64_t v)
+{
+	h ^= v;
+	h *= 0x100000001b3ULL;
+	return h ^ (h >> 29);
+}
+
+/*
+ * The tracee's only handler: fold the signal, its code, where it hit and
+ * the flags of the signal frame (which would show a leaked TF) into the
+ * log. Resume at %r14 but after a single-step trap: the items arm it
+ * right before each instruction that faults or traps (int1 is a fault on
+ * some hypervisors).
+ */
+static void fz_handler(int sig, siginfo_t *si, void *ctx)
+{
+	greg_t *gr = ((ucontext_t *)ctx)->uc_mcontext.gregs;
+	struct fz_log *log = (struct fz_log *)FZ_LOG;
+
+	log->signals++;
+	log->digest = fz_mix(log->digest, sig);
+	log->digest = fz_mix(log->digest, si->si_code);
+	log->digest = fz_mix(log->digest, gr[REG_RIP]);
+	log->digest = fz_mix(log->digest, gr[REG_EFL]);
+	log->digest = fz_mix(log->digest, gr[REG_RSP]);
+	if (sig != SIGTRAP || si->si_code != TRAP_TRACE)
+		gr[REG_RIP] = gr[REG_R14];
+}
+
+/* --- the generator --- */
+
+struct fz_gen {
+	uint8_t buf[FZ_CODE_SIZE];
+	size_t len;
+	uint64_t rng;
+	bool compat;		/* emitting 32-bit code */
+};
+
+/* The CPU's features the generator asks for; absent ones still run (#UD). */
+static bool fz_has_avx;
+
+static uint64_t fz_rand(struct fz_gen *g)
+{
+	/* splitmix64 */
+	uint64_t z = (g->rng += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static unsigned int fz_below(struct fz_gen *g, unsigned int n)
+{
+	return fz_rand(g) % n;
+}
+
+static void e8(struct fz_gen *g, uint8_t b)
+{
+	g->buf[g->len++] = b;
+}
+
+static void e16(struct fz_gen *g, uint16_t v)
+{
+	memcpy(g->buf + g->len, &v, sizeof(v));
+	g->len += sizeof(v);
+}
+
+static void e32(struct fz_gen *g, uint32_t v)
+{
+	memcpy(g->buf + g->len, &v, sizeof(v));
+	g->len += sizeof(v);
+}
+
+static void emit(struct fz_gen *g, const char *bytes, size_t n)
+{
+	memcpy(g->buf + g->len, bytes, n);
+	g->len += n;
+}
+
+#define EMIT(g, s)	emit(g, s, sizeof(s) - 1)
+
+/* The address the next byte runs at. */
+static uint32_t fz_here(struct fz_gen *g)
+{
+	return FZ_CODE + g->len;
+}
+
+/* A forward rel8/rel32 field at @at now points here. */
+static void fz_land8(struct fz_gen *g, size_t at)
+{
+	long rel = (long)g->len - (long)(at + 1);
+
+	if (rel > 127)
+		abort();	/* the items keep short jumps short */
+	g->buf[at] = rel;
+}
+
+static void fz_land32(struct fz_gen *g, size_t at)
+{
+	int32_t rel = g->len - (at + 4);
+
+	memcpy(g->buf + at, &rel, sizeof(rel));
+}
+
+/* A rel8 field that jumps back to @target. */
+static void fz_back8(struct fz_gen *g, size_t target)
+{
+	long rel = (long)target - (long)(g->len + 1);
+
+	if (rel < -128)
+		abort();
+	e8(g, (uint8_t)rel);
+}
+
+static uint8_t fz_modrm(int mod, int reg, int rm)
+{
+	return mod << 6 | (reg & 7) << 3 | (rm & 7);
+}
+
+/* A REX prefix for 64-bit code, when one is needed or wanted. */
+static void fz_rex(struct fz_gen *g, bool w, int reg, int rm, bool force)
+{
+	uint8_t rex = 0x40 | w << 3 | (reg >> 3) << 2 | (rm >> 3);
+
+	if (g->compat)
+		return;
+	if (rex != 0x40 || force)
+		e8(g, rex);
+}
+
+static int fz_reg(struct fz_gen *g, unsigned int avoid)
+{
+	int r;
+
+	do {
+		r = fz_free_regs[fz_below(g, sizeof(fz_free_regs))];
+	} while ((avoid & 1U << r) || (g->compat && r >= R8));
+	return r;
+}
+
+/* A prefix that means nothing to the instruction after it. */
+static void fz_noise_prefix(struct fz_gen *g)
+{
+	static const uint8_t prefixes[] = { 0x2e, 0x3e, 0x26, 0x36, 0xf2, 0xf3 };
+
+	if (fz_below(g, 4))
+		return;
+	e8(g, prefixes[fz_below(g, sizeof(prefixes))]);
+}
+
+/* One ALU instruction that writes none of @avoid. */
+static void fz_alu(struct fz_gen *g, unsigned int avoid)
+{
+	static const uint8_t rr_ops[] = {
+		0x01, 0x09, 0x11, 0x19, 0x21, 0x29, 0x31, 0x39, 0x85, 0x89, 0x87,
+	};
+	int dst = fz_reg(g, avoid), src = fz_reg(g, 0);
+	bool w = !g->compat && fz_below(g, 2);
+	uint8_t op;
+
+	switch (fz_below(g, 11)) {
+	case 0 ... 2:
+		op = rr_ops[fz_below(g, sizeof(rr_ops))];
+		/* xchg writes both */
+		if (op == 0x87)
+			src = fz_reg(g, avoid);
+		if (!fz_below(g, 6))
+			e8(g, 0x66);
+		fz_rex(g, w, src, dst, false);
+		e8(g, op);
+		e8(g, fz_modrm(3, src, dst));
+		break;
+	case 3:
+		fz_rex(g, w, 0, dst, false);
+		e8(g, 0x83);
+		e8(g, fz_modrm(3, fz_below(g, 8), dst));
+		e8(g, fz_rand(g));
+		break;
+	case 4:	/* rol ror shl shr sar */
+		fz_rex(g, w, 0, dst, false);
+		e8(g, 0xc1);
+		e8(g, fz_modrm(3, "\x00\x01\x04\x05\x07"[fz_below(g, 5)], dst));
+		e8(g, fz_below(g, 64));
+		break;
+	case 5:	/* inc dec not neg */
+		fz_rex(g, w, 0, dst, false);
+		if (fz_below(g, 2)) {
+			e8(g, 0xff);
+			e8(g, fz_modrm(3, fz_below(g, 2), dst));
+		} else {
+			e8(g, 0xf7);
+			e8(g, fz_modrm(3, 2 + fz_below(g, 2), dst));
+		}
+		break;
+	case 6:	/* imul, cmovcc */
+		fz_rex(g, w, dst, src, false);
+		e8(g, 0x0f);
+		e8(g, fz_below(g, 2) ? 0xaf : 0x40 + fz_below(g, 16));
+		e8(g, fz_modrm(3, dst, src));
+		break;
+	case 7:	/* setcc */
+		fz_rex(g, false, 0, dst, !g->compat);
+		if (g->compat && dst >= RSP)
+			dst = RAX;	/* no %spl in compat code */
+		e8(g, 0x0f);
+		e8(g, 0x90 + fz_below(g, 16));
+		e8(g, fz_modrm(3, 0, dst));
+		break;
+	case 8:	/* mov $imm32 */
+		fz_rex(g, false, 0, dst, false);
+		e8(g, 0xb8 + (dst & 7));
+		e32(g, fz_rand(g));
+		break;
+	case 9:	/* to or from the scratch memory */
+		if (g->compat) {
+			EMIT(g, "\x01\xc8");	/* add %ecx,%eax */
+			break;
+		}
+		if (!fz_below(g, 4)) {
+			e8(g, 0xf0);	/* lock: to memory only */
+			op = "\x01\x09\x21\x29\x31"[fz_below(g, 5)];
+		} else {
+			op = "\x01\x03\x2b\x33\x8b\x89"[fz_below(g, 6)];
+		}
+		if (op == 0x03 || op == 0x2b || op == 0x33 || op == 0x8b)
+			src = dst;	/* the register is written */
+		fz_rex(g, w, src, RBX, false);
+		e8(g, op);
+		e8(g, fz_modrm(1, src, RBX));
+		e8(g, fz_below(g, FZ_DISP8_SLOTS) * 8);
+		break;
+	default:	/* bt, bswap */
+		fz_rex(g, w, src, dst, false);
+		e8(g, 0x0f);
+		if (fz_below(g, 2)) {
+			e8(g, 0xa3);
+			e8(g, fz_modrm(3, src, dst));
+		} else {
+			e8(g, 0xc8 + (dst & 7));
+		}
+		break;
+	}
+}
+
+static void fz_filler(struct fz_gen *g, unsigned int avoid, unsigned int max)
+{
+	unsigned int n = fz_below(g, max + 1);
+
+	while (n--)
+		fz_alu(g, avoid);
+}
+
+/* Bytes that never run, for the decoder to get wrong. */
+static void fz_junk(struct fz_gen *g)
+{
+	unsigned int n = fz_below(g, 8);
+
+	while (n--)
+		e8(g, fz_rand(g));
+}
+
+/* lea target(%rip),%reg with the rel32 left to fz_land32(); its offset. */
+static size_t fz_lea_rip(struct fz_gen *g, int reg, bool w)
+{
+	fz_rex(g, w, reg, 0, false);
+	e8(g, 0x8d);
+	e8(g, fz_modrm(0, reg, 5));
+	e32(g, 0);
+	return g->len - 4;
+}
+
+/* Arm the handler's resume address: the end of the current item. */
+static size_t fz_arm_resume(struct fz_gen *g)
+{
+	return fz_lea_rip(g, R14, true);
+}
+
+/* --- the items: each is self-contained and leaves TF off --- */
+
+static void item_alu(struct fz_gen *g)
+{
+	fz_filler(g, 0, 6);
+}
+
+static void item_jcc(struct fz_gen *g)
+{
+	unsigned int cc = fz_below(g, 16), kind = fz_below(g, 3);
+	size_t at;
+
+	fz_alu(g, 0);
+	fz_noise_prefix(g);
+	if (kind == 0) {
+		e8(g, 0x70 + cc);
+		e8(g, 0);	/* to the next instruction: taken or not */
+		return;
+	}
+	if (kind == 1) {
+		e8(g, 0x70 + cc);
+		at = g->len;
+		e8(g, 0);
+	} else {
+		e8(g, 0x0f);
+		e8(g, 0x80 + cc);
+		at = g->len;
+		e32(g, 0);
+	}
+	fz_filler(g, 0, 3);
+	if (kind == 1)
+		fz_land8(g, at);
+	else
+		fz_land32(g, at);
+}
+
+/* A counted loop closed by dec/jnz, short or near. */
+static void item_jcc_loop(struct fz_gen *g)
+{
+	size_t top;
+	int32_t rel;
+
+	EMIT(g, "\x41\xbf");	/* mov $n,%r15d */
+	e32(g, 1 + fz_below(g, 5));
+	top = g->len;
+	fz_filler(g, 1U << R15, 3);
+	EMIT(g, "\x41\xff\xcf");	/* dec %r15d */
+	if (fz_below(g, 2)) {
+		e8(g, 0x75);
+		fz_back8(g, top);
+	} else {
+		EMIT(g, "\x0f\x85");
+		rel = (int32_t)top - (int32_t)(g->len + 4);
+		e32(g, rel);
+	}
+}
+
+/* loop, loope, loopne, with a 64- or 32-bit count. */
+static void item_loop(struct fz_gen *g)
+{
+	size_t top;
+
+	e8(g, 0xb9);	/* mov $n,%ecx */
+	e32(g, 1 + fz_below(g, 5));
+	top = g->len;
+	fz_filler(g, 1U << RCX, 3);
+	if (fz_below(g, 3) == 0)
+		e8(g, 0x67);
+	e8(g, 0xe0 + fz_below(g, 3));
+	fz_back8(g, top);
+}
+
+static void item_jcxz(struct fz_gen *g)
+{
+	size_t at;
+
+	if (fz_below(g, 2))
+		EMIT(g, "\x31\xc9");	/* xor %ecx,%ecx */
+	else
+		fz_alu(g, 0);
+	if (fz_below(g, 2))
+		e8(g, 0x67);
+	e8(g, 0xe3);
+	at = g->len;
+	e8(g, 0);
+	fz_filler(g, 0, 3);
+	fz_land8(g, at);
+}
+
+static void item_jmp(struct fz_gen *g)
+{
+	size_t at;
+
+	fz_noise_prefix(g);
+	if (!fz_below(g, 4))
+		e8(g, 0x48);	/* REX.W: no effect on a near jump */
+	if (fz_below(g, 2)) {
+		e8(g, 0xeb);
+		at = g->len;
+		e8(g, 0);
+		fz_junk(g);
+		fz_land8(g, at);
+	} else {
+		e8(g, 0xe9);
+		at = g->len;
+		e32(g, 0);
+		fz_junk(g);
+		fz_land32(g, at);
+	}
+}
+
+/* jmp or call through a register or the scratch memory. */
+static void item_indirect(struct fz_gen *g)
+{
+	int reg = fz_reg(g, 0), slot = 8 * fz_below(g, 8);
+	bool call = fz_below(g, 2), mem = fz_below(g, 2);
+	size_t lea, over = 0;
+
+	lea = fz_lea_rip(g, reg, true);
+	if (mem) {
+		fz_rex(g, true, reg, RBX, false);
+		e8(g, 0x89);	/* mov %reg,slot(%rbx) */
+		e8(g, fz_modrm(1, reg, RBX));
+		e8(g, slot);
+	}
+	if (fz_below(g, 3) == 0)
+		e8(g, 0x3e);	/* notrack */
+	if (mem) {
+		e8(g, 0xff);
+		e8(g, fz_modrm(1, call ? 2 : 4, RBX));
+		e8(g, slot);
+	} else {
+		fz_rex(g, false, 0, reg, false);
+		e8(g, 0xff);
+		e8(g, fz_modrm(3, call ? 2 : 4, reg));
+	}
+	if (call) {
+		/* the callee is right here: it returns to a jmp over itself */
+		e8(g, 0xeb);
+		over = g->len;
+		e8(g, 0);
+	} else {
+		fz_junk(g);
+	}
+	fz_land32(g, lea + 0);
+	if (call) {
+		fz_filler(g, 0, 2);
+		e8(g, 0xc3);
+		fz_land8(g, over);
+	}
+}
+
+/* call rel32 and every form of near ret. */
+static void item_call(struct fz_gen *g)
+{
+	unsigned int kind = fz_below(g, 4);
+	size_t call, over;
+
+	if (kind == 3)
+		e8(g, 0x50);	/* push %rax: popped by ret $8 */
+	fz_noise_prefix(g);
+	e8(g, 0xe8);
+	call = g->len;
+	e32(g, 0);
+	e8(g, 0xeb);
+	over = g->len;
+	e8(g, 0);
+	fz_land32(g, call);
+	fz_filler(g, 0, 3);
+	switch (kind) {
+	case 0:
+		e8(g, 0xc3);
+		break;
+	case 1:
+		EMIT(g, "\xf3\xc3");	/* rep ret */
+		break;
+	case 2:
+		EMIT(g, "\xf2\xc3");	/* bnd ret */
+		break;
+	default:
+		EMIT(g, "\xc2\x08\x00");
+		break;
+	}
+	fz_land8(g, over);
+}
+
+/* A ret to an address pushed by hand. */
+static void item_push_ret(struct fz_gen *g)
+{
+	size_t lea = fz_lea_rip(g, RAX, true);
+
+	e8(g, 0x50);
+	e8(g, 0xc3);
+	fz_junk(g);
+	fz_land32(g, lea);
+}
+
+/* Far jumps and calls through an m16:32 in the scratch memory, lretq. */
+static void item_far(struct fz_gen *g)
+{
+	unsigned int kind = fz_below(g, 3), slot = 16 * fz_below(g, 4);
+	size_t lea, over = 0;
+
+	if (kind == 2) {
+		e8(g, 0x6a);
+		e8(g, FZ_USER_CS);	/* push $cs */
+		lea = fz_lea_rip(g, RAX, true);
+		e8(g, 0x50);
+		EMIT(g, "\x48\xcb");	/* lretq */
+		fz_junk(g);
+		fz_land32(g, lea);
+		return;
+	}
+	lea = fz_lea_rip(g, RAX, false);
+	e8(g, 0x89);
+	e8(g, fz_modrm(1, RAX, RBX));
+	e8(g, slot);
+	EMIT(g, "\x66\xc7\x43");	/* movw $cs,slot+4(%rbx) */
+	e8(g, slot + 4);
+	e16(g, FZ_USER_CS);
+	e8(g, 0xff);
+	e8(g, fz_modrm(1, kind ? 3 : 5, RBX));
+	e8(g, slot);
+	if (kind) {
+		e8(g, 0xeb);
+		over = g->len;
+		e8(g, 0);
+	} else {
+		fz_junk(g);
+	}
+	fz_land32(g, lea);
+	if (kind) {
+		fz_filler(g, 0, 2);
+		e8(g, 0xcb);	/* lret: pops a 32-bit IP and CS */
+		fz_land8(g, over);
+	}
+}
+
+/* To 32-bit compat code and back. */
+static void item_compat(struct fz_gen *g)
+{
+	size_t lea;
+	unsigned int n;
+
+	e8(g, 0x6a);
+	e8(g, FZ_USER32_CS);
+	lea = fz_lea_rip(g, RAX, true);
+	e8(g, 0x50);
+	EMIT(g, "\x48\xcb");	/* lretq to compat */
+	fz_land32(g, lea);
+	g->compat = true;
+	for (n = fz_below(g, 4); n; n--) {
+		switch (fz_below(g, 4)) {
+		case 0:
+			item_jcc(g);
+			break;
+		case 1:
+			EMIT(g, "\x9c\x58\x50\x9d");	/* pushf; pop; push; popf */
+			break;
+		case 2:
+			EMIT(g, "\xb8\x18\x00\x00\x00\xcd\x80"); /* getuid */
+			break;
+		default:
+			fz_filler(g, 0, 3);
+			break;
+		}
+	}
+	e8(g, 0xea);	/* ljmp $cs,$back */
+	e32(g, fz_here(g) + 6);
+	e16(g, FZ_USER_CS);
+	g->compat = false;
+}
+
+/* iretq or iretl to the next instruction, maybe with the program's TF. */
+static void item_iret(struct fz_gen *g)
+{
+	bool q = fz_below(g, 2), tf = !fz_below(g, 3);
+	size_t lea;
+
+	/* the frame: ss, rsp, flags, cs, ip; %rax holds the old %rsp */
+	EMIT(g, "\x48\x89\xe0");	/* mov %rsp,%rax */
+	if (q) {
+		e8(g, 0x6a);
+		e8(g, FZ_USER_DS);
+		e8(g, 0x50);
+		e8(g, 0x9c);
+		if (tf)
+			EMIT(g, "\x66\x81\x0c\x24\x00\x01");
+		e8(g, 0x6a);
+		e8(g, FZ_USER_CS);
+		lea = fz_lea_rip(g, RAX, true);
+		e8(g, 0x50);
+		EMIT(g, "\x48\xcf");
+	} else {
+		/* 32-bit slots: ss, esp, eflags, cs, eip */
+		EMIT(g, "\x48\x83\xec\x14");	/* sub $20,%rsp */
+		EMIT(g, "\xc7\x44\x24\x10");	/* movl $ss,16(%rsp) */
+		e32(g, FZ_USER_DS);
+		EMIT(g, "\x89\x44\x24\x0c");	/* mov %eax,12(%rsp) */
+		EMIT(g, "\x9c\x58");		/* pushf; pop %rax */
+		if (tf)
+			EMIT(g, "\x0d\x00\x01\x00\x00");	/* or $TF,%eax */
+		EMIT(g, "\x89\x44\x24\x08");	/* mov %eax,8(%rsp) */
+		EMIT(g, "\xc7\x44\x24\x04");	/* movl $cs,4(%rsp) */
+		e32(g, FZ_USER_CS);
+		lea = fz_lea_rip(g, RAX, false);
+		EMIT(g, "\x89\x04\x24");	/* mov %eax,(%rsp) */
+		e8(g, 0xcf);
+	}
+	fz_land32(g, lea);
+	if (tf) {
+		fz_filler(g, 0, 2);
+		EMIT(g, "\x9c\x66\x81\x24\x24\xff\xfe\x9d");	/* TF off */
+	}
+}
+
+/* PUSHF/POPF in both sizes, and the program's own TF for a stretch. */
+static void item_flags(struct fz_gen *g)
+{
+	int reg = fz_reg(g, 0);
+
+	switch (fz_below(g, 4)) {
+	case 0:	/* a round trip through a register */
+		e8(g, 0x9c);
+		fz_rex(g, false, 0, reg, false);
+		e8(g, 0x58 + (reg & 7));
+		fz_alu(g, 0);
+		fz_rex(g, false, 0, reg, false);
+		e8(g, 0x50 + (reg & 7));
+		e8(g, 0x9d);
+		break;
+	case 1:	/* 16-bit */
+		EMIT(g, "\x66\x9c");
+		fz_alu(g, 0);
+		EMIT(g, "\x66\x9d");
+		break;
+	default:	/* TF on, a few instructions, TF off */
+		EMIT(g, "\x9c\x66\x81\x0c\x24\x00\x01\x9d");
+		fz_filler(g, 0, 2);
+		if (fz_below(g, 2))
+			item_jcc(g);
+		if (fz_below(g, 2))
+			EMIT(g, "\x9c\x58");	/* the program sees its TF */
+		if (fz_below(g, 2))
+			item_call(g);
+		EMIT(g, "\x9c\x66\x81\x24\x24\xff\xfe\x9d");
+		break;
+	}
+}
+
+/* MOV SS delays the trap past the next instruction. */
+static void item_mov_ss(struct fz_gen *g)
+{
+	bool tf = fz_below(g, 2);
+
+	if (tf)
+		EMIT(g, "\x9c\x66\x81\x0c\x24\x00\x01\x9d");
+	EMIT(g, "\x8c\xd0\x8e\xd0");	/* mov %ss,%eax; mov %eax,%ss */
+	switch (fz_below(g, 5)) {
+	case 0:
+		EMIT(g, "\x9c\x58");	/* pushf; pop %rax */
+		break;
+	case 1:
+		item_jmp(g);
+		break;
+	case 2:
+		item_jcc(g);
+		break;
+	case 3:
+		EMIT(g, "\x8e\xd0");	/* a second mov ss */
+		fz_alu(g, 0);
+		break;
+	default:
+		fz_alu(g, 0);
+		break;
+	}
+	if (tf)
+		EMIT(g, "\x9c\x66\x81\x24\x24\xff\xfe\x9d");
+}
+
+static void item_syscall(struct fz_gen *g)
+{
+	bool tf = !fz_below(g, 3);
+
+	if (tf)
+		EMIT(g, "\x9c\x66\x81\x0c\x24\x00\x01\x9d");
+	if (fz_below(g, 2))
+		EMIT(g, "\xb8\x66\x00\x00\x00\x0f\x05");	/* getuid */
+	else
+		EMIT(g, "\xb8\x18\x00\x00\x00\xcd\x80");	/* int $0x80 */
+	if (tf)
+		EMIT(g, "\x9c\x66\x81\x24\x24\xff\xfe\x9d");
+}
+
+/* Traps and faults: the handler sees each and resumes at %r14. */
+static void item_signal(struct fz_gen *g)
+{
+	bool tf = !fz_below(g, 4);
+	size_t resume;
+
+	if (tf)
+		EMIT(g, "\x9c\x66\x81\x0c\x24\x00\x01\x9d");
+	resume = fz_arm_resume(g);
+	switch (fz_below(g, 8)) {
+	case 0:
+		e8(g, 0xf1);	/* int1 */
+		break;
+	case 1:
+		e8(g, 0xcc);
+		break;
+	case 2:
+		EMIT(g, "\xcd\x03");
+		break;
+	case 3:
+		EMIT(g, "\x0f\x0b");	/* ud2 */
+		break;
+	case 4:
+		EMIT(g, "\x8a\x04\x25\x00\x00\x00\x00");	/* mov 0,%al */
+		break;
+	case 5:
+		EMIT(g, "\x31\xc9\xf7\xf1");	/* xor %ecx,%ecx; div %ecx */
+		break;
+	case 6:
+		e8(g, 0xf4);	/* hlt */
+		break;
+	default:
+		EMIT(g, "\x0f\x01\xf8");	/* swapgs */
+		break;
+	}
+	fz_land32(g, resume);
+	if (tf)
+		EMIT(g, "\x9c\x66\x81\x24\x24\xff\xfe\x9d");
+}
+
+/* A VEX encoding, reg-reg, of map @map and prefix @pp. */
+static void fz_vex(struct fz_gen *g, int map, int pp, bool w, uint8_t op,
+		   bool imm)
+{
+	int dst = fz_below(g, 16), src = fz_below(g, 16), v = fz_below(g, 16);
+
+	e8(g, 0xc4);
+	e8(g, (!(dst & 8)) << 7 | 1 << 6 | (!(src & 8)) << 5 | map);
+	e8(g, w << 7 | (~v & 15) << 3 | pp);
+	e8(g, op);
+	e8(g, fz_modrm(3, dst, src));
+	if (imm)
+		e8(g, fz_below(g, 8));
+}
+
+/*
+ * VEX encodings whose opcode byte is a branch, PUSHF or POPF in the one-byte
+ * map; EVEX and XOP ones, which may not run here (#UD, resumed).
+ */
+static void item_vector(struct fz_gen *g)
+{
+	size_t resume = fz_arm_resume(g);
+	unsigned int n;
+
+	for (n = 1 + fz_below(g, 4); n; n--) {
+		switch (fz_below(g, 12)) {
+		case 0:
+			EMIT(g, "\xc5\xf8\x77");	/* vzeroupper */
+			break;
+		case 1:
+			fz_vex(g, 1, 1, false, 0x74, false);	/* vpcmpeqb */
+			break;
+		case 2:
+			fz_vex(g, 1, 1, false, 0xeb, false);	/* vpor */
+			break;
+		case 3:
+			fz_vex(g, 1, 1, false, 0xe8, false);	/* vpsubsb */
+			break;
+		case 4:
+			fz_vex(g, 2, 1, false, 0x9c, false);	/* vfnmadd132ps */
+			break;
+		case 5:
+			fz_vex(g, 2, 1, true, 0x9d, false);	/* vfnmadd132sd */
+			break;
+		case 6:
+			fz_vex(g, 1, 0, false, 0xc2, true);	/* vcmpps */
+			break;
+		case 7:
+			fz_vex(g, 2, 1, false, 0x00, false);	/* vpshufb */
+			break;
+		case 8:	/* vmovdqu %xmmN,disp(%rbx) */
+			EMIT(g, "\xc5\xfa\x7f");
+			e8(g, fz_modrm(1, fz_below(g, 8), RBX));
+			e8(g, 16 * fz_below(g, FZ_DISP8_SLOTS / 2));
+			break;
+		case 9:	/* vpaddd %zmm1,%zmm2,%zmm3 */
+			EMIT(g, "\x62\xf1\x6d\x48\xfe\xd9");
+			break;
+		case 10:	/* XOP vphaddbw %xmm0,%xmm1 */
+			EMIT(g, "\x8f\xe9\x78\xc1\xc8");
+			break;
+		default:
+			fz_alu(g, 0);
+			break;
+		}
+	}
+	fz_land32(g, resume);
+}
+
+/* REP string instructions: iterations are not branches. */
+static void item_string(struct fz_gen *g)
+{
+	EMIT(g, "\x48\x8d\x7b");	/* lea disp(%rbx),%rdi */
+	e8(g, 8 * fz_below(g, 8));
+	EMIT(g, "\x48\x8d\x73");	/* lea disp(%rbx),%rsi */
+	e8(g, 8 * fz_below(g, 8));
+	e8(g, 0xb9);
+	e32(g, fz_below(g, 64));
+	switch (fz_below(g, 3)) {
+	case 0:
+		EMIT(g, "\xf3\xaa");	/* rep stosb */
+		break;
+	case 1:
+		EMIT(g, "\xf3\xa4");	/* rep movsb */
+		break;
+	default:
+		EMIT(g, "\xf3\xa6");	/* repe cmpsb */
+		break;
+	}
+}
+
+struct fz_item {
+	const char *name;
+	void (*emit)(struct fz_gen *g);
+};
+
+static const struct fz_item fz_items[] = {
+	{ "alu", item_alu },
+	{ "jcc", item_jcc },
+	{ "jcc_loop", item_jcc_loop },
+	{ "loop", item_loop },
+	{ "jcxz", item_jcxz },
+	{ "jmp", item_jmp },
+	{ "indirect", item_indirect },
+	{ "call", item_call },
+	{ "push_ret", item_push_ret },
+	{ "far", item_far },
+	{ "compat", item_compat },
+	{ "iret", item_iret },
+	{ "flags", item_flags },
+	{ "mov_ss", item_mov_ss },
+	{ "syscall", item_syscall },
+	{ "signal", item_signal },
+	{ "vector", item_vector },
+	{ "string", item_string },
+};
+
+#define FZ_NR_ITEMS	(sizeof(fz_items) / sizeof(fz_items[0]))
+
+/*
+ * A block: its seed and which of its items are in. Item i is drawn from
+ * its own generator state, so leaving items out keeps the others as
+ * they were.
+ */
+struct fz_block {
+	uint64_t seed;
+	unsigned int nr;
+	bool in[FZ_MAX_ITEMS];
+	uint8_t kind[FZ_MAX_ITEMS];
+	size_t start[FZ_MAX_ITEMS + 1];
+};
+
+static void fz_block_init(struct fz_block *b, uint64_t seed)
+{
+	struct fz_gen g = { .rng = seed };
+	unsigned int i;
+
+	memset(b, 0, sizeof(*b));
+	b->seed = seed;
+	b->nr = 4 + fz_below(&g, FZ_MAX_ITEMS - 4);
+	for (i = 0; i < b->nr; i++) {
+		b->in[i] = true;
+		b->kind[i] = fz_below(&g, FZ_NR_ITEMS);
+	}
+}
+
+/* The code of @b into @g; returns the address of the final int3. */
+static uint32_t fz_block_code(struct fz_block *b, struct fz_gen *g)
+{
+	unsigned int i;
+
+	g->len = 0;
+	g->compat = false;
+	if (fz_has_avx)
+		EMIT(g, "\xc5\xfc\x77");	/* vzeroall: no state from before */
+	for (i = 0; i < b->nr; i++) {
+		b->start[i] = g->len;
+		if (!b->in[i])
+			continue;
+		g->rng = fz_mix(b->seed, i + 1);
+		fz_items[b->kind[i]].emit(g);
+	}
+	b->start[b->nr] = g->len;
+	e8(g, 0xcc);
+	return FZ_CODE + g->len - 1;
+}
+
+/* --- running a block --- */
+
+struct fz_tracee {
+	pid_t pid;
+	int backend;	/* PTRACE_BTS_BACKEND_*, -1: not branch traced */
+	struct user_regs_struct regs0;
+	struct user_fpregs_struct fp0;
+};
+
+/* The end state of one run of a block. */
+struct fz_state {
+	struct user_regs_struct regs;
+	struct user_fpregs_struct fp;
+	uint8_t ymmh[256];
+	uint8_t data[FZ_DATA_SIZE];
+	long nrec;
+	struct bts_struct rec[FZ_RECORDS];
+	char fail[160];
+};
+
+static volatile sig_atomic_t fz_alarm;
+
+static void fz_on_alarm(int sig)
+{
+	fz_alarm = 1;
+}
+
+/* The tracee: handlers on an alternate stack, then a stop; the tracer
+ * moves it to each block by its registers. */
+static void fz_tracee_main(void)
+{
+	static char altstack[1 << 16];
+	stack_t ss = { .ss_sp = altstack, .ss_size = sizeof(altstack) };
+	struct sigaction sa = {
+		.sa_sigaction = fz_handler,
+		.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER,
+	};
+	static const int sigs[] = { SIGTRAP, SIGILL, SIGSEGV, SIGBUS, SIGFPE };
+	unsigned int i;
+
+	if (sys_ptrace(PTRACE_TRACEME, 0, NULL, 0) || sigaltstack(&ss, NULL))
+		_exit(90);
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		if (sigaction(sigs[i], &sa, NULL))
+			_exit(91);
+	raise(SIGSTOP);
+	_exit(92);	/* never: the tracer sends it to the blocks */
+}
+
+static int fz_tracee_start(struct fz_tracee *t, int backend)
+{
+	struct ptrace_bts_config cfg = {
+		.size = FZ_RECORDS * sizeof(struct bts_struct),
+		.flags = PTRACE_BTS_O_TRACE | PTRACE_BTS_O_ALLOC,
+		.backend = backend,
+	};
+	int status;
+
+	t->backend = backend;
+	t->pid = fork();
+	if (t->pid < 0)
+		return -1;
+	if (t->pid == 0)
+		fz_tracee_main();
+	if (waitpid(t->pid, &status, 0) != t->pid || !WIFSTOPPED(status) ||
+	    WSTOPSIG(status) != SIGSTOP)
+		return -1;
+	if (sys_ptrace(PTRACE_SETOPTIONS, t->pid, NULL, PTRACE_O_EXITKILL) ||
+	    sys_ptrace(PTRACE_GETREGS, t->pid, NULL, (unsigned long)&t->regs0) ||
+	    sys_ptrace(PTRACE_GETFPREGS, t->pid, NULL, (unsigned long)&t->fp0))
+		return -1;
+	if (backend >= 0 &&
+	    sys_ptrace(PTRACE_BTS_CONFIG, t->pid, &cfg, sizeof(cfg)))
+		return -1;
+	return 0;
+}
+
+static void fz_tracee_stop(struct fz_tracee *t)
+{
+	if (t->pid > 0) {
+		kill(t->pid, SIGKILL);
+		waitpid(t->pid, NULL, 0);
+	}
+	t->pid = 0;
+}
+
+/* The block's start: registers and memory from its seed alone. */
+static void fz_setup(const struct fz_tracee *t, uint64_t seed,
+		     struct user_regs_struct *regs,
+		     struct user_fpregs_struct *fp)
+{
+	struct fz_gen g = { .rng = fz_mix(seed, 0) };
+	unsigned long long *gpr[] = {
+		&regs->rax, &regs->rcx, &regs->rdx, &regs->rbp, &regs->rsi,
+		&regs->rdi, &regs->r8, &regs->r9, &regs->r10, &regs->r11,
+		&regs->r12, &regs->r13, &regs->r15,
+	};
+	uint8_t *data = (uint8_t *)FZ_DATA;
+	unsigned int i;
+
+	*regs = t->regs0;
+	for (i = 0; i < sizeof(gpr) / sizeof(gpr[0]); i++)
+		*gpr[i] = fz_below(&g, 4) ? fz_rand(&g) : fz_below(&g, 8);
+	regs->rbx = FZ_DATA;
+	regs->r14 = FZ_CODE;
+	regs->rsp = FZ_STACK_TOP;
+	regs->rip = FZ_CODE;
+	regs->eflags = 0x202 | (fz_rand(&g) & FZ_ARITH_FLAGS);
+	regs->cs = FZ_USER_CS;
+	regs->ss = FZ_USER_DS;
+
+	*fp = t->fp0;
+	fp->mxcsr = 0x1f80;
+	for (i = 0; i < sizeof(fp->xmm_space) / sizeof(fp->xmm_space[0]); i++)
+		fp->xmm_space[i] = fz_rand(&g);
+
+	for (i = 0; i < FZ_DATA_SIZE; i++)
+		data[i] = fz_rand(&g);
+	memset((void *)FZ_LOG, 0, sizeof(struct fz_log));
+}
+
+static void fz_read_end(const struct fz_tracee *t, struct fz_state *s)
+{
+	uint8_t xsave[8192];
+	struct iovec iov = { .iov_base = xsave, .iov_len = sizeof(xsave) };
+	uint64_t xstate_bv;
+
+	if (sys_ptrace(PTRACE_GETREGS, t->pid, NULL, (unsigned long)&s->regs) ||
+	    sys_ptrace(PTRACE_GETFPREGS, t->pid, NULL, (unsigned long)&s->fp)) {
+		snprintf(s->fail, sizeof(s->fail), "cannot read registers: %m");
+		return;
+	}
+	memset(s->ymmh, 0, sizeof(s->ymmh));
+	/* AVX's upper halves: offset 576 of the standard XSAVE layout */
+	if (fz_has_avx &&
+	    !sys_ptrace(PTRACE_GETREGSET, t->pid, (void *)NT_X86_XSTATE,
+			(unsigned long)&iov) && iov.iov_len >= 576 + 256) {
+		memcpy(&xstate_bv, xsave + 512, sizeof(xstate_bv));
+		if (xstate_bv & 4)
+			memcpy(s->ymmh, xsave + 576, sizeof(s->ymmh));
+	}
+	memcpy(s->data, (void *)FZ_DATA, FZ_DATA_SIZE);
+	s->nrec = 0;
+	if (t->backend < 0)
+		return;
+	s->nrec = sys_ptrace(PTRACE_BTS_SIZE, t->pid, NULL, 0);
+	if (s->nrec < 0 || s->nrec >= FZ_RECORDS ||
+	    sys_ptrace(PTRACE_BTS_DRAIN, t->pid, s->rec,
+		       sizeof(s->rec)) != s->nrec)
+		snprintf(s->fail, sizeof(s->fail),
+			 "%ld records: none read or the buffer wrapped",
+			 s->nrec);
+}
+
+/*
+ * Run the block at FZ_CODE in @t until its final int3 at @end; every other
+ * signal goes to the tracee's handler. Returns false when the tracee is
+ * gone (and says why in s->fail).
+ */
+static bool fz_run(struct fz_tracee *t, uint64_t seed, uint32_t end,
+		   struct fz_state *s)
+{
+	struct user_regs_struct regs;
+	struct user_fpregs_struct fp;
+	unsigned int stops = 0;
+	int status, sig = 0;
+
+	s->fail[0] = '\0';
+	fz_setup(t, seed, &regs, &fp);
+	if (sys_ptrace(PTRACE_SETREGS, t->pid, NULL, (unsigned long)&regs) ||
+	    sys_ptrace(PTRACE_SETFPREGS, t->pid, NULL, (unsigned long)&fp)) {
+		snprintf(s->fail, sizeof(s->fail), "cannot set registers: %m");
+		return false;
+	}
+	fz_alarm = 0;
+	alarm(FZ_HANG_SECONDS);
+	for (;;) {
+		if (sys_ptrace(PTRACE_CONT, t->pid, NULL, sig) ||
+		    waitpid(t->pid, &status, 0) != t->pid) {
+			snprintf(s->fail, sizeof(s->fail), "%s",
+				 fz_alarm ? "hangs" : "lost the tracee");
+			break;
+		}
+		if (!WIFSTOPPED(status)) {
+			snprintf(s->fail, sizeof(s->fail),
+				 "the tracee ended: status %#x", status);
+			break;
+		}
+		sig = WSTOPSIG(status);
+		if (sig == SIGTRAP &&
+		    !sys_ptrace(PTRACE_GETREGS, t->pid, NULL,
+				(unsigned long)&regs) &&
+		    regs.rip == end + 1UL) {
+			alarm(0);
+			fz_read_end(t, s);
+			return true;
+		}
+		if (++stops > FZ_MAX_STOPS) {
+			snprintf(s->fail, sizeof(s->fail), "%u stops", stops);
+			break;
+		}
+	}
+	alarm(0);
+	fz_tracee_stop(t);
+	return false;
+}
+
+/* --- comparing --- */
+
+struct fz_ctx {
+	struct fz_tracee tracee[3];	/* untraced, then the backends */
+	unsigned int nr_tracees;
+	struct fz_state *state[3];
+	struct fz_gen gen;
+	unsigned long blocks, runs, records;
+};
+
+static const char *fz_name(int backend)
+{
+	switch (backend) {
+	case PTRACE_BTS_BACKEND_HARDWARE:
+		return "hardware";
+	case PTRACE_BTS_BACKEND_EMULATED:
+		return "emulated";
+	case PTRACE_BTS_BACKEND_ANY:
+		return "traced";
+	default:
+		return "untraced";
+	}
+}
+
+static bool fz_same_regs(const struct fz_state *a, const struct fz_state *b,
+			 char *why, size_t len)
+{
+	static const char *const names[] = {
+		"r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9",
+		"r8", "rax", "rcx", "rdx", "rsi", "rdi", "orig_rax", "rip",
+		"cs", "eflags", "rsp", "ss", "fs_base", "gs_base", "ds", "es",
+		"fs", "gs",
+	};
+	const unsigned long long *x = (const void *)&a->regs;
+	const unsigned long long *y = (const void *)&b->regs;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (x[i] != y[i]) {
+			snprintf(why, len, "%s %#llx and %#llx", names[i],
+				 x[i], y[i]);
+			return false;
+		}
+	if (a->fp.mxcsr != b->fp.mxcsr ||
+	    memcmp(a->fp.xmm_space, b->fp.xmm_space, sizeof(a->fp.xmm_space)) ||
+	    memcmp(a->fp.st_space, b->fp.st_space, sizeof(a->fp.st_space)) ||
+	    a->fp.swd != b->fp.swd) {
+		snprintf(why, len, "the x87/SSE state");
+		return false;
+	}
+	if (memcmp(a->ymmh, b->ymmh, sizeof(a->ymmh))) {
+		snprintf(why, len, "the upper halves of the YMM registers");
+		return false;
+	}
+	return true;
+}
+
+static bool fz_same(const struct fz_state *a, const struct fz_state *b,
+		    char *why, size_t len)
+{
+	const struct fz_log *la = (const void *)(a->data + (FZ_LOG - FZ_DATA));
+	const struct fz_log *lb = (const void *)(b->data + (FZ_LOG - FZ_DATA));
+	size_t i;
+
+	if (!fz_same_regs(a, b, why, len))
+		return false;
+	if (la->signals != lb->signals || la->digest != lb->digest) {
+		snprintf(why, len, "signals: %llu and %llu, digests differ",
+			 (unsigned long long)la->signals,
+			 (unsigned long long)lb->signals);
+		return false;
+	}
+	for (i = 0; i < FZ_DATA_SIZE; i++)
+		if (a->data[i] != b->data[i]) {
+			snprintf(why, len, "memory at %#lx: %#x and %#x",
+				 FZ_DATA + i, a->data[i], b->data[i]);
+			return false;
+		}
+	return true;
+}
+
+static bool fz_same_records(const struct fz_state *a, const struct fz_state *b,
+			    char *why, size_t len)
+{
+	long i;
+
+	for (i = 0; i < a->nrec && i < b->nrec; i++)
+		if (memcmp(&a->rec[i], &b->rec[i], sizeof(a->rec[i])))
+			break;
+	if (i == a->nrec && i == b->nrec)
+		return true;
+	snprintf(why, len,
+		 "%ld and %ld records, first divergence at %ld: %#llx -> %#llx and %#llx -> %#llx",
+		 a->nrec, b->nrec, i,
+		 i < a->nrec ? (unsigned long long)a->rec[i].variant.lbr.from : 0,
+		 i < a->nrec ? (unsigned long long)a->rec[i].variant.lbr.to : 0,
+		 i < b->nrec ? (unsigned long long)b->rec[i].variant.lbr.from : 0,
+		 i < b->nrec ? (unsigned long long)b->rec[i].variant.lbr.to : 0);
+	return false;
+}
+
+static int fz_start(struct fz_ctx *c, unsigned int i)
+{
+	if (c->tracee[i].pid)
+		return 0;
+	return fz_tracee_start(&c->tracee[i], c->tracee[i].backend);
+}
+
+/*
+ * Run @b on every tracee. Returns true if all agree; else @why says how
+ * they differ.
+ */
+static bool fz_agree(struct fz_ctx *c, struct fz_block *b, char *why,
+		     size_t len)
+{
+	uint32_t end = fz_block_code(b, &c->gen);
+	char diff[256];
+	unsigned int i;
+
+	memcpy((void *)FZ_CODE, c->gen.buf, c->gen.len);
+	for (i = 0; i < c->nr_tracees; i++) {
+		if (fz_start(c, i)) {
+			snprintf(why, len, "cannot start the %s tracee: %m",
+				 fz_name(c->tracee[i].backend));
+			return false;
+		}
+		c->runs++;
+		if (!fz_run(&c->tracee[i], b->seed, end, c->state[i]) ||
+		    c->state[i]->fail[0]) {
+			snprintf(why, len, "%s: %s",
+				 fz_name(c->tracee[i].backend),
+				 c->state[i]->fail);
+			return false;
+		}
+		c->records += c->state[i]->nrec;
+	}
+	for (i = 1; i < c->nr_tracees; i++)
+		if (!fz_same(c->state[0], c->state[i], diff, sizeof(diff))) {
+			snprintf(why, len, "untraced and %s differ: %s",
+				 fz_name(c->tracee[i].backend), diff);
+			return false;
+		}
+	for (i = 2; i < c->nr_tracees; i++)
+		if (!fz_same_records(c->state[1], c->state[i], diff,
+				     sizeof(diff))) {
+			snprintf(why, len, "%s and %s records differ: %s",
+				 fz_name(c->tracee[1].backend),
+				 fz_name(c->tracee[i].backend), diff);
+			return false;
+		}
+	return true;
+}
+
+static void fz_dump(struct fz_ctx *c, struct fz_block *b)
+{
+	unsigned int i;
+	size_t j;
+
+	fz_block_code(b, &c->gen);
+	for (i = 0; i < b->nr; i++) {
+		if (!b->in[i])
+			continue;
+		printf("#   item %u %s at %#lx:", i, fz_items[b->kind[i]].name,
+		       FZ_CODE + b->start[i]);
+		for (j = b->start[i]; j < b->start[i + 1]; j++)
+			printf(" %02x", c->gen.buf[j]);
+		printf("\n");
+	}
+}
+
+/*
+ * Shrink a diverging block: leave out each item in turn, and keep it out
+ * if the block still diverges (in any way).
+ */
+static void fz_shrink(struct fz_ctx *c, struct fz_block *b)
+{
+	char why[512];
+	unsigned int i;
+
+	for (i = 0; i < b->nr; i++) {
+		b->in[i] = false;
+		if (fz_agree(c, b, why, sizeof(why)))
+			b->in[i] = true;
+	}
+	fz_agree(c, b, why, sizeof(why));
+	printf("# smallest block that diverges: %s\n", why);
+	fz_dump(c, b);
+}
+
+static int fz_init(struct fz_ctx *c, int backend)
+{
+	struct sigaction alarm_action = { .sa_handler = fz_on_alarm };
+	unsigned int eax, ebx, ecx, edx, i;
+	void *code, *data;
+
+	memset(c, 0, sizeof(*c));
+	if (__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+		fz_has_avx = (ecx & bit_AVX) && (ecx & bit_OSXSAVE);
+	code = mmap((void *)FZ_CODE, FZ_CODE_SIZE,
+		    PROT_READ | PROT_WRITE | PROT_EXEC,
+		    MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	data = mmap((void *)FZ_DATA, FZ_DATA_SIZE, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (code != (void *)FZ_CODE || data != (void *)FZ_DATA)
+		return -1;
+	c->tracee[0].backend = -1;
+	c->tracee[1].backend = backend;
+	c->nr_tracees = 2;
+	if (backend == PTRACE_BTS_BACKEND_HARDWARE) {
+		c->tracee[2].backend = PTRACE_BTS_BACKEND_EMULATED;
+		c->nr_tracees = 3;
+	}
+	for (i = 0; i < c->nr_tracees; i++) {
+		c->state[i] = malloc(sizeof(*c->state[i]));
+		if (!c->state[i])
+			return -1;
+	}
+	/* no SA_RESTART: the alarm interrupts the tracer's waitpid() */
+	sigaction(SIGALRM, &alarm_action, NULL);
+	return 0;
+}
+
+static void fz_fini(struct fz_ctx *c)
+{
+	unsigned int i;
+
+	for (i = 0; i < c->nr_tracees; i++) {
+		fz_tracee_stop(&c->tracee[i]);
+		free(c->state[i]);
+	}
+	munmap((void *)FZ_CODE, FZ_CODE_SIZE);
+	munmap((void *)FZ_DATA, FZ_DATA_SIZE);
+}
+
+/*
+ * Run @blocks blocks from @seed; on the first divergence print it, shrink
+ * it and stop. Returns the number of divergences (0 or 1).
+ */
+static int fz_fuzz(struct fz_ctx *c, uint64_t seed, unsigned long blocks)
+{
+	struct fz_block b;
+	char why[512];
+	unsigned long n;
+
+	for (n = 0; n < blocks; n++) {
+		fz_block_init(&b, fz_mix(seed, n));
+		c->blocks++;
+		if (fz_agree(c, &b, why, sizeof(why)))
+			continue;
+		printf("# seed %#llx block %lu (block seed %#llx): %s\n",
+		       (unsigned long long)seed, n,
+		       (unsigned long long)b.seed, why);
+		fz_shrink(c, &b);
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * The backend the harness names in PTRACE_BTS_BACKEND, else ANY; "none"
+ * (-1) runs each block untraced twice, a check of the test itself.
+ */
+static int fz_backend(const char *name)
+{
+	if (name && !strcmp(name, "none"))
+		return -1;
+	if (name && !strcmp(name, "hardware"))
+		return PTRACE_BTS_BACKEND_HARDWARE;
+	if (name && !strcmp(name, "emulated"))
+		return PTRACE_BTS_BACKEND_EMULATED;
+	return PTRACE_BTS_BACKEND_ANY;
+}
+
+/* Blocks per test case; PTRACE_BTS_FUZZ_BLOCKS overrides. */
+static unsigned long fz_blocks(unsigned long dflt)
+{
+	const char *s = getenv("PTRACE_BTS_FUZZ_BLOCKS");
+
+	return s ? strtoul(s, NULL, 0) : dflt;
+}
+
+FIXTURE(fuzz) {
+	struct fz_ctx ctx;
+};
+
+/* Each case its own seed. */
+FIXTURE_VARIANT(fuzz) {
+	uint64_t seed;
+};
+
+FIXTURE_VARIANT_ADD(fuzz, seed_1) { .seed = 0x5eed0001 };
+FIXTURE_VARIANT_ADD(fuzz, seed_2) { .seed = 0x5eed0002 };
+FIXTURE_VARIANT_ADD(fuzz, seed_3) { .seed = 0x5eed0003 };
+FIXTURE_VARIANT_ADD(fuzz, seed_4) { .seed = 0x5eed0004 };
+
+FIXTURE_SETUP(fuzz)
+{
+	ASSERT_EQ(0, fz_init(&self->ctx,
+			     fz_backend(getenv("PTRACE_BTS_BACKEND")))) {
+		TH_LOG("cannot map the block's code and data: %m");
+	}
+}
+
+FIXTURE_TEARDOWN(fuzz)
+{
+	fz_fini(&self->ctx);
+}
+
+/*
+ * Every block ends the same untraced and traced, and two backends record
+ * the same branches.
+ */
+TEST_F_TIMEOUT(fuzz, blocks_agree, 900)
+{
+	struct fz_ctx *c = &self->ctx;
+
+	EXPECT_EQ(0, fz_fuzz(c, variant->seed, fz_blocks(1250)));
+	ksft_print_msg("%lu blocks, %lu runs, %lu records compared\n",
+		       c->blocks, c->runs, c->records);
+}
+
+int main(int argc, char **argv)
+{
+	unsigned long long seed = 1;
+	unsigned long blocks = 0;
+	const char *backend = getenv("PTRACE_BTS_BACKEND");
+	struct fz_ctx c;
+	int i, bad;
+
+	for (i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--seed"))
+			seed = strtoull(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--blocks"))
+			blocks = strtoul(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--backend"))
+			backend = argv[i + 1];
+		else
+			break;
+	}
+	if (!blocks)
+		return test_harness_run(argc, argv);
+	if (fz_init(&c, fz_backend(backend))) {
+		perror("ptrace_bts_fuzz");
+		return 1;
+	}
+	bad = fz_fuzz(&c, seed, blocks);
+	printf("%lu blocks, %lu runs, %lu records compared, %d divergence%s\n",
+	       c.blocks, c.runs, c.records, bad, bad == 1 ? "" : "s");
+	fz_fini(&c);
+	return bad;
+}
