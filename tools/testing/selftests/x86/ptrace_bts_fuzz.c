@@ -88,11 +88,14 @@ struct fz_log {
 	uint64_t digest;
 };
 
+/* A digest step; also derives the seeds of blocks and items (splitmix64). */
 static uint64_t fz_mix(uint64_t h, uint64_t v)
 {
-	h ^= v;
-	h *= 0x100000001b3ULL;
-	return h ^ (h >> 29);
+	uint64_t z = h + 0x9e3779b97f4a7c15ULL * (v + 1);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
 }
 
 /*
@@ -687,11 +690,15 @@ static void item_flags(struct fz_gen *g)
 	int reg = fz_reg(g, 0);
 
 	switch (fz_below(g, 4)) {
-	case 0:	/* a round trip through a register */
+	case 0:	/* a round trip through a register, CF PF AF ZF flipped */
 		e8(g, 0x9c);
 		fz_rex(g, false, 0, reg, false);
 		e8(g, 0x58 + (reg & 7));
-		fz_alu(g, 0);
+		fz_alu(g, 1U << reg);
+		fz_rex(g, true, 0, reg, false);
+		e8(g, 0x83);	/* xor $imm8,%reg */
+		e8(g, fz_modrm(3, 6, reg));
+		e8(g, fz_rand(g) & 0x55);
 		fz_rex(g, false, 0, reg, false);
 		e8(g, 0x50 + (reg & 7));
 		e8(g, 0x9d);
@@ -1155,16 +1162,22 @@ static bool fz_run(struct fz_tracee *t, uint64_t seed, uint32_t end,
 			break;
 		}
 		sig = WSTOPSIG(status);
-		if (sig == SIGTRAP &&
-		    !sys_ptrace(PTRACE_GETREGS, t->pid, NULL,
-				(unsigned long)&regs) &&
-		    regs.rip == end + 1UL) {
+		if (sys_ptrace(PTRACE_GETREGS, t->pid, NULL,
+			       (unsigned long)&regs))
+			regs.rip = 0;
+		if (sig == SIGTRAP && regs.rip == end + 1UL) {
 			alarm(0);
 			fz_read_end(t, s);
 			return true;
 		}
 		if (++stops > FZ_MAX_STOPS) {
-			snprintf(s->fail, sizeof(s->fail), "%u stops", stops);
+			siginfo_t si = { 0 };
+
+			sys_ptrace(PTRACE_GETSIGINFO, t->pid, NULL,
+				   (unsigned long)&si);
+			snprintf(s->fail, sizeof(s->fail),
+				 "%u stops, the last: signal %d code %d at %#llx",
+				 stops, sig, si.si_code, regs.rip);
 			break;
 		}
 	}
