@@ -55,6 +55,21 @@
  * bytes at that IP are still the same (one short user read). That covers
  * execve, mmap/munmap and self-modifying code without hooking any of them.
  *
+ * Decoding ahead. The trap comes after the instruction ran, and an
+ * instruction may have overwritten its own bytes: a PUSHF whose stack
+ * overlaps it turns into other bytes, and its pushed TF would go
+ * uncorrected. So each single-step trap also decodes the instruction at the
+ * IP it returns to (ds_emu_predecode(), through the cache: still one user
+ * read per step) and keeps a copy in ds_emu_task::next; the next trap uses
+ * that copy if the task returned to that IP without being switched out since
+ * (a fault that restarts the instruction, an interrupt), and reads the bytes
+ * otherwise: a debugger writes code only while the task is stopped. A
+ * program that modifies its own code is then traced exactly, unless it
+ * sleeps in a fault on that instruction. Code another thread writes while
+ * this one runs it, without the serialisation the SDM asks for
+ * (cross-modifying code), may run in its old or new form on real CPUs too;
+ * the trap may then decode either.
+ *
  * Limits: code segments other than the flat user ones (LDT code, vm86) are
  * not traced; uprobes' out-of-line steps are recorded at the XOL address.
  */
@@ -186,6 +201,12 @@ struct ds_emu_insn {
  * @mode64:	the task returned to 64-bit code
  * @blockstep:	the debugger's PTRACE_SINGLEBLOCK, held while TIF_BLOCKSTEP
  *		and DEBUGCTL.BTF are off, see "Block stepping" above
+ * @next_decoded: @next was decoded in the last single-step trap
+ * @next_valid:	@next is the instruction at @ip as it was before it ran,
+ *		see "Decoding ahead" above
+ * @next_switches: the task's context switches when @next was decoded
+ * @next:	the instruction at the IP the last single-step trap returned
+ *		to, decoded in that trap
  * @hits:	decode cache hits
  * @misses:	decode cache misses (fetch and decode)
  * @cache:	the decode cache, indexed by hash of the IP
@@ -201,6 +222,10 @@ struct ds_emu_task {
 	bool			ip_valid;
 	bool			mode64;
 	bool			blockstep;
+	bool			next_decoded;
+	bool			next_valid;
+	unsigned long		next_switches;
+	struct ds_emu_insn	next;
 	unsigned long		hits;
 	unsigned long		misses;
 	struct ds_emu_insn	cache[DS_EMU_CACHE_SIZE];
@@ -483,6 +508,42 @@ static const struct ds_emu_insn *ds_emu_lookup(struct ds_emu_task *st,
 	return e;
 }
 
+/* Context switches of the current task so far, voluntary or not. */
+static unsigned long ds_emu_switches(void)
+{
+	return current->nvcsw + current->nivcsw;
+}
+
+/*
+ * Decode the instruction the task returns to from this single-step trap,
+ * before it runs, for the next trap to use (see "Decoding ahead").
+ */
+static void ds_emu_predecode(struct ds_emu_task *st, struct pt_regs *regs)
+{
+	const struct ds_emu_insn *in;
+
+	in = ds_emu_lookup(st, regs->ip, user_64bit_mode(regs));
+	if (!in)
+		return;
+	st->next = *in;
+	st->next_switches = ds_emu_switches();
+	st->next_decoded = true;
+}
+
+/*
+ * Is st->next still the instruction the task returns to? It was decoded
+ * at that IP, and the task was not switched out since: a ptrace stop, the
+ * only time a debugger writes the code, and a sleep, while another thread
+ * may write it, both switch the task out. A fault or an interrupt before
+ * the instruction ran keeps it.
+ */
+static bool ds_emu_next_holds(struct ds_emu_task *st)
+{
+	return st->next_decoded && st->next.ip == st->ip &&
+	       st->next.mode64 == st->mode64 &&
+	       st->next_switches == ds_emu_switches();
+}
+
 /* --- the hooks --- */
 
 /* Only flat user code segments: the IP is the linear address. */
@@ -532,6 +593,8 @@ void ds_emu_exit_to_user(struct pt_regs *regs)
 	    !ds_emulated_recording(current)) {
 		if (st) {
 			st->ip_valid = false;
+			st->next_decoded = false;
+			st->next_valid = false;
 			if (st->blockstep)
 				ds_emu_return_blockstep(st);
 		}
@@ -544,6 +607,7 @@ void ds_emu_exit_to_user(struct pt_regs *regs)
 	st->ip = regs->ip;
 	st->mode64 = user_64bit_mode(regs);
 	st->ip_valid = true;
+	st->next_valid = ds_emu_next_holds(st);
 	if (regs->flags & X86_EFLAGS_TF) {
 		/* The user's or the debugger's TF: its traps are theirs. */
 		clear_thread_flag(TIF_DS_EMU_TF);
@@ -618,7 +682,8 @@ static enum ds_emu_outcome ds_emu_step(struct ds_emu_task *st,
 	unsigned long from = st->ip, to = regs->ip;
 	const struct ds_emu_insn *in;
 
-	in = ds_emu_lookup(st, from, st->mode64);
+	/* Decoded before it ran: it may have overwritten its own bytes. */
+	in = st->next_valid ? &st->next : ds_emu_lookup(st, from, st->mode64);
 	/*
 	 * MOV SS and POP SS hold the single-step trap back until after the
 	 * next instruction: that is the one that completed, and whose branch
@@ -683,6 +748,10 @@ void ds_emu_debug(struct pt_regs *regs, unsigned long *dr6,
 		outcome = ds_emu_step(st, regs, uflags, forced,
 				      test_thread_flag(TIF_DS_EMU));
 	st->ip_valid = false;
+	st->next_valid = false;
+	st->next_decoded = false;
+	if (test_thread_flag(TIF_DS_EMU) && ds_emu_flat_code(regs))
+		ds_emu_predecode(st, regs);
 	if (forced) {
 		/* Our own trap: neither a signal nor a DR6 bit for the debugger. */
 		*dr6 &= ~DR_STEP;

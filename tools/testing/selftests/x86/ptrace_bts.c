@@ -1541,6 +1541,132 @@ TEST_F(bts, self_modifying_code)
 	munmap(code, 4096);
 }
 
+/*
+ * A PUSHF that overwrites itself, built in a writable code page: with the
+ * stack pointer just past it, the 16-bit "pushw" (66 9c) stores the flags
+ * on its own two bytes, their high byte, which holds TF, on the opcode.
+ *
+ *	int3				<- start
+ *	xor %eax, %eax			known flags
+ *	mov %rsp, %rcx
+ *	mov $pushf + 2, %rsp
+ * pushf:
+ *	pushw				its bytes become the flags
+ *	mov %rcx, %rsp
+ * jmp:
+ *	jmp .+2				a branch to show the trace
+ *	int3				<- end
+ *	ret
+ */
+struct pushf_code {
+	unsigned char *code;
+	unsigned long start;	/* offsets in @code, after the int3s */
+	unsigned long pushf;
+	unsigned long jmp;
+	unsigned long end;
+};
+
+#ifdef __x86_64__
+# define REX_W		0x48,
+#else
+# define REX_W
+#endif
+
+static void pushf_emit(struct pushf_code *c, unsigned long *at,
+		       const unsigned char *bytes, size_t len)
+{
+	memcpy(c->code + *at, bytes, len);
+	*at += len;
+}
+
+static void pushf_build(struct pushf_code *c)
+{
+	static const unsigned char int3[] = { 0xcc };
+	static const unsigned char head[] = {
+		0x31, 0xc0,		/* xor %eax, %eax */
+		REX_W 0x89, 0xe1,	/* mov %rsp, %rcx */
+		REX_W 0xbc,		/* mov $imm, %rsp */
+	};
+	static const unsigned char pushw[] = { 0x66, 0x9c };
+	static const unsigned char restore[] = { REX_W 0x89, 0xcc };
+	static const unsigned char jmp[] = { 0xeb, 0x00 };
+	static const unsigned char tail[] = { 0xcc, 0xc3 };
+	unsigned long at = 0, sp;
+
+	pushf_emit(c, &at, int3, sizeof(int3));
+	c->start = at;
+	pushf_emit(c, &at, head, sizeof(head));
+	c->pushf = at + sizeof(sp);
+	sp = (unsigned long)c->code + c->pushf + sizeof(pushw);
+	pushf_emit(c, &at, (unsigned char *)&sp, sizeof(sp));
+	pushf_emit(c, &at, pushw, sizeof(pushw));
+	pushf_emit(c, &at, restore, sizeof(restore));
+	c->jmp = at;
+	pushf_emit(c, &at, jmp, sizeof(jmp));
+	pushf_emit(c, &at, tail, sizeof(tail));
+	c->end = at - 1;
+}
+
+/*
+ * Run the code of @c in a new tracee, traced or not; the word the pushw
+ * left on its own bytes goes to @pushed, the flags at the end to @flags.
+ */
+static void pushf_run(struct __test_metadata *_metadata, pid_t *pid,
+		      const struct pushf_code *c, bool traced,
+		      unsigned long *pushed, unsigned long *flags)
+{
+	const struct branch exp = {
+		(char *)c->code + c->jmp, (char *)c->code + c->jmp + 2,
+	};
+	struct user_regs_struct regs;
+	unsigned long word;
+
+	*pid = spawn(_metadata, run_routine, (unsigned long)c->code, 0);
+	cont_to(_metadata, *pid, 0, (char *)c->code + c->start);
+	if (traced)
+		ASSERT_EQ(0, bts_config(_metadata, *pid, 16 * BTS_REC,
+					BTS_TRACE_ALLOC, 0));
+	cont_to(_metadata, *pid, 0, (char *)c->code + c->end);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_PEEKDATA, *pid, c->code + c->pushf,
+				(unsigned long)&word));
+	*pushed = word & 0xffff;
+	ASSERT_EQ(0, sys_ptrace(PTRACE_GETREGS, *pid, NULL,
+				(unsigned long)&regs));
+	*flags = regs.eflags;
+	if (traced)
+		check_trace(_metadata, *pid, &exp, 1);
+	kill(*pid, SIGKILL);
+	waitpid(*pid, NULL, __WALL);
+	*pid = 0;
+}
+
+/*
+ * An instruction that overwrites its own bytes is traced as it ran: the
+ * forced TF in the flags a PUSHF stored is corrected even though the PUSHF
+ * is gone by the time its single-step trap comes. Traced, the program
+ * finds in memory and in its flags what it finds untraced.
+ */
+TEST_F(bts, pushf_over_itself)
+{
+	unsigned long plain, traced, plain_flags, traced_flags;
+	struct pushf_code c;
+
+	c.code = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_TRUE(c.code != MAP_FAILED);
+	pushf_build(&c);
+	pushf_run(_metadata, &self->pid, &c, false, &plain, &plain_flags);
+	pushf_run(_metadata, &self->pid, &c, true, &traced, &traced_flags);
+	/* the high byte of the pushed flags: IF, not TF */
+	EXPECT_EQ(0, plain & X86_EFLAGS_TF);
+	EXPECT_NE(0, plain & X86_EFLAGS_IF);
+	EXPECT_EQ(plain, traced) {
+		TH_LOG("pushed %#lx traced, %#lx untraced", traced, plain);
+	}
+	EXPECT_EQ(plain_flags, traced_flags);
+	munmap(c.code, 4096);
+}
+
 /* ---- Buffer full: wrap-around and signal on overflow ---- */
 
 /* A small buffer keeps exactly the newest records. */
