@@ -617,6 +617,18 @@ void ds_emu_exit_to_user(struct pt_regs *regs)
 	set_thread_flag(TIF_DS_EMU_TF);
 }
 
+unsigned long ds_emu_user_flags(struct pt_regs *regs)
+{
+	/*
+	 * While TIF_DS_EMU_TF is set, the task went to user mode with our TF
+	 * and its own clear (ds_emu_exit_to_user()); until its next trap
+	 * or entry, no instruction of its can set TF without trapping.
+	 */
+	if (user_mode(regs) && test_thread_flag(TIF_DS_EMU_TF))
+		return regs->flags & ~X86_EFLAGS_TF;
+	return regs->flags;
+}
+
 void ds_emu_forget_blockstep(struct task_struct *child)
 {
 	struct ds_emu_task *st = READ_ONCE(child->thread.ds_emu);
