@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include <cpuid.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -2158,6 +2159,65 @@ TEST_F(bts, sched_pid_namespace)
 	wait_trap_at(_metadata, inner, sleep_s);
 	trace_sleep(_metadata, inner, inner, 0);
 	close(sv[0]);
+}
+
+#ifndef CLONE_NEWTIME
+# define CLONE_NEWTIME		0x00000080
+#endif
+
+/* The monotonic clock of the tracer's time namespace: 1000 days ahead. */
+#define BTS_TIMENS_OFFSET_S	(1000L * 24 * 3600)
+
+/*
+ * Move this process (a test is a process of its own) into a new time
+ * namespace whose CLOCK_MONOTONIC is @offset_s seconds ahead of the
+ * host's: its offsets are set before any task is in it, then this
+ * single-threaded process joins it. Returns 0 or -errno.
+ */
+static int enter_new_timens(long offset_s)
+{
+	char buf[64];
+	int fd, len, ret = 0;
+
+	if (unshare(CLONE_NEWTIME))
+		return -errno;
+	fd = open("/proc/self/timens_offsets", O_WRONLY);
+	if (fd < 0)
+		return -errno;
+	len = snprintf(buf, sizeof(buf), "monotonic %ld 0", offset_s);
+	if (write(fd, buf, len) != len)
+		ret = -errno;
+	close(fd);
+	if (ret)
+		return ret;
+	fd = open("/proc/self/ns/time_for_children", O_RDONLY);
+	if (fd < 0)
+		return -errno;
+	if (setns(fd, CLONE_NEWTIME))
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/*
+ * The clock of the events is CLOCK_MONOTONIC as the tracer reads it, in
+ * its own time namespace: between its clock_gettime() before and after.
+ */
+TEST_F(bts, sched_time_namespace)
+{
+	int err = enter_new_timens(BTS_TIMENS_OFFSET_S);
+
+	/* EINVAL: a kernel without CONFIG_TIME_NS; EPERM: not root */
+	if (err == -EINVAL || err == -EPERM)
+		SKIP(return, "no new time namespace: %s", strerror(-err));
+	ASSERT_EQ(0, err) {
+		TH_LOG("entering a new time namespace: %s", strerror(-err));
+	}
+	/* the offset is in force for this process */
+	ASSERT_LE(BTS_TIMENS_OFFSET_S * 1000000000ULL, now_ns());
+	self->pid = spawn(_metadata, run_routine, (unsigned long)bts_sleep, 0);
+	cont_to(_metadata, self->pid, 0, sleep_s);
+	trace_sleep(_metadata, self->pid, self->pid, 0);
 }
 
 /* ---- The forced trap flag ---- */
