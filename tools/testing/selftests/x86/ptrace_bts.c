@@ -2352,6 +2352,95 @@ TEST_F(bts, tracee_sets_tf)
 	check_trace(_metadata, self->pid, exp, ARRAY_SIZE(exp));
 }
 
+/* Install bts_icebp_handler for SIGTRAP, then run bts_icebp. */
+static void icebp_routine(unsigned long unused)
+{
+	struct {
+		void *handler;
+		unsigned long flags;
+		void *restorer;
+		unsigned int mask[2];
+	} ksa = {
+		.handler = (void *)bts_icebp_handler,
+		.flags = SA_SIGINFO | 0x04000000,	/* SA_RESTORER */
+		.restorer = (void *)bts_sig_restorer,
+	};
+
+	if (syscall(SYS_rt_sigaction, SIGTRAP, &ksa, NULL, sizeof(ksa.mask)))
+		_exit(91);
+	bts_icebp();
+}
+
+/*
+ * Run bts_icebp in @pid from icebp_s, passing its SIGTRAPs on, each of
+ * whose si_code goes to @codes; returns how many the handler counted, or
+ * -1 if the CPU takes ICEBP for an undefined opcode (stock QEMU 7.2's TCG
+ * does).
+ */
+static int run_icebp(struct __test_metadata *_metadata, pid_t pid,
+		     int codes[2])
+{
+	siginfo_t si;
+	long count;
+	int status;
+
+	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, pid, NULL, 0));
+	ASSERT_EQ(pid, waitpid(pid, &status, __WALL));
+	ASSERT_TRUE(WIFSTOPPED(status));
+	if (WSTOPSIG(status) == SIGILL &&
+	    get_ip(_metadata, pid) == (unsigned long)icebp_s)
+		return -1;
+	ASSERT_EQ(SIGTRAP, WSTOPSIG(status));
+	/* a trap: the stop is after the ICEBP */
+	ASSERT_EQ((unsigned long)icebp_f0, get_ip(_metadata, pid));
+	ASSERT_EQ(0, sys_ptrace(PTRACE_GETSIGINFO, pid, NULL,
+				(unsigned long)&si));
+	codes[0] = si.si_code;
+	cont_to(_metadata, pid, SIGTRAP, icebp_a);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_GETSIGINFO, pid, NULL,
+				(unsigned long)&si));
+	codes[1] = si.si_code;
+	cont_to(_metadata, pid, SIGTRAP, icebp_e);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_PEEKDATA, pid, &bts_icebp_count,
+				(unsigned long)&count));
+	return (int)count;
+}
+
+/*
+ * ICEBP under the forced trap flag is the program's own SIGTRAP, exactly
+ * as untraced: each one reaches the handler once, with the same si_code,
+ * and no step becomes a SIGTRAP. Records: the handlers' returns and the
+ * jmp between, on either backend (the debug exception's own branch has a
+ * kernel end point).
+ */
+TEST_F(bts, icebp_sigtrap)
+{
+	static const struct branch exp[] = {
+		{ icebph_f0, bts_sig_restorer }, { icebp_f0, icebp_t0 },
+		{ icebph_f0, bts_sig_restorer },
+	};
+	int plain[2], traced[2], n_plain, n_traced;
+
+	self->pid = spawn(_metadata, icebp_routine, 0, 0);
+	cont_to(_metadata, self->pid, 0, icebp_s);
+	n_plain = run_icebp(_metadata, self->pid, plain);
+	kill(self->pid, SIGKILL);
+	waitpid(self->pid, NULL, __WALL);
+	if (n_plain < 0)
+		SKIP(return, "ICEBP is an undefined opcode on this CPU");
+
+	self->pid = spawn(_metadata, icebp_routine, 0, 0);
+	cont_to(_metadata, self->pid, 0, icebp_s);
+	ASSERT_EQ(0, bts_config(_metadata, self->pid, 64 * BTS_REC,
+				BTS_TRACE_ALLOC, 0));
+	n_traced = run_icebp(_metadata, self->pid, traced);
+	EXPECT_EQ(2, n_plain);
+	EXPECT_EQ(n_plain, n_traced);
+	EXPECT_EQ(plain[0], traced[0]);
+	EXPECT_EQ(plain[1], traced[1]);
+	check_trace(_metadata, self->pid, exp, ARRAY_SIZE(exp));
+}
+
 static const struct branch step_trace[] = {
 	{ step_f0, step_t0 }, { step_f1, step_t1 },
 };

@@ -32,6 +32,9 @@ extern const char sig_s[], sig_e[], sig_f0[], sig_t0[], sig_f1[], sig_t1[];
 extern const char sigh_f0[], sigh_t0[], sigh_f1[];
 extern const char bts_sig_restorer[];
 extern const char bts_sig_handler[];
+extern const char icebp_s[], icebp_e[], icebp_f0[], icebp_t0[], icebp_a[];
+extern const char icebph_f0[];
+extern const char bts_icebp_handler[];
 extern const char utf_s[], utf_e[], utf_f0[], utf_t0[];
 extern const char step_s[], step_e[], step_f0[], step_t0[], step_f1[],
 		  step_t1[];
@@ -58,6 +61,7 @@ void bts_self(void);
 void bts_next(void);
 void bts_kentry(void);
 void bts_sig(void);
+void bts_icebp(void);
 void bts_usertf(void);
 void bts_step(void);
 void bts_block(void);
@@ -72,5 +76,7 @@ void bts_sleep(void);
 extern void *bts_fault_addr;
 /* Top of a stack below 4 GiB, for bts_far's 32-bit far call in 64-bit mode. */
 extern void *bts_low_stack;
+/* The SIGTRAPs bts_icebp_handler took. */
+extern int bts_icebp_count;
 
 #endif /* PTRACE_BTS_H */

@@ -402,6 +402,37 @@ FUNC(bts_sig_restorer)
 	ud2
 
 /*
+ * ICEBP (INT1, F1): a debug exception that is the program's own SIGTRAP,
+ * twice, with a branch between. bts_icebp_handler counts them in
+ * bts_icebp_count and returns through bts_sig_restorer.
+ */
+FUNC(bts_icebp)
+	int3
+L(icebp_s)
+	.byte	0xf1
+L(icebp_f0)
+	jmp	icebp_t0
+	ud2
+L(icebp_t0)
+	.byte	0xf1
+L(icebp_a)
+	int3
+L(icebp_e)
+	ret
+
+FUNC(bts_icebp_handler)
+	LOADADDR(bts_icebp_count, AX)
+	incl	(AX)
+L(icebph_f0)
+	ret
+
+	.data
+	.balign	4
+L(bts_icebp_count)
+	.long	0
+	.text
+
+/*
  * The tracee sets TF itself: the single-step traps it asks for (six, one
  * after each instruction from the nop through the popf that clears TF)
  * must come exactly as they would without branch tracing.
