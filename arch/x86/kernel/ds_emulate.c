@@ -71,7 +71,12 @@
  * the trap may then decode either.
  *
  * Limits: code segments other than the flat user ones (LDT code, vm86) are
- * not traced; uprobes' out-of-line steps are recorded at the XOL address.
+ * not traced, nor is 32-bit code while SS is not the flat user data segment
+ * (a stack segment of the LDT, with a base): the PUSHF correction writes to
+ * the stack pointer as a linear address. Tracing resumes at the first
+ * return to user mode with flat segments. A PUSHF in the shadow of the MOV
+ * SS or POP SS that loads such a segment keeps the forced TF in the flags
+ * it stores. uprobes' out-of-line steps are recorded at the XOL address.
  */
 
 #define pr_fmt(fmt) "ds_emulate: " fmt
@@ -546,16 +551,29 @@ static bool ds_emu_next_holds(struct ds_emu_task *st)
 
 /* --- the hooks --- */
 
-/* Only flat user code segments: the IP is the linear address. */
-static bool ds_emu_flat_code(struct pt_regs *regs)
+/*
+ * The stack pointer is the linear address PUSHF stored at: 64-bit mode
+ * ignores the base of SS; 32-bit code needs the flat user data segment
+ * (not one of the LDT with a base of its own).
+ */
+static bool ds_emu_flat_stack(struct pt_regs *regs)
+{
+	return user_64bit_mode(regs) || regs->ss == __USER_DS;
+}
+
+/*
+ * Only flat user code and stack segments: the IP is the linear address of
+ * the instruction, and the stack pointer that of the flags PUSHF stores.
+ */
+static bool ds_emu_flat(struct pt_regs *regs)
 {
 	if (v8086_mode(regs))
 		return false;
 #ifdef CONFIG_X86_64
 	if (regs->cs == __USER32_CS)
-		return true;
+		return ds_emu_flat_stack(regs);
 #endif
-	return regs->cs == __USER_CS;
+	return regs->cs == __USER_CS && ds_emu_flat_stack(regs);
 }
 
 /*
@@ -589,7 +607,7 @@ void ds_emu_exit_to_user(struct pt_regs *regs)
 
 	lockdep_assert_irqs_disabled();
 
-	if (!st || !test_thread_flag(TIF_DS_EMU) || !ds_emu_flat_code(regs) ||
+	if (!st || !test_thread_flag(TIF_DS_EMU) || !ds_emu_flat(regs) ||
 	    !ds_emulated_recording(current)) {
 		if (st) {
 			st->ip_valid = false;
@@ -658,6 +676,12 @@ static void ds_emu_fix_tf(const struct ds_emu_insn *in, struct pt_regs *regs,
 		regs->flags |= uflags & X86_EFLAGS_TF;
 		break;
 	case DS_EMU_PUSHF:
+		/*
+		 * A PUSHF right after a MOV SS that loaded a stack segment
+		 * with a base: the stack pointer is no linear address.
+		 */
+		if (!ds_emu_flat_stack(regs))
+			break;
 		/* The low word of the pushed flags holds TF in every size. */
 		if (!get_user(pushed, top) && pushed & X86_EFLAGS_TF)
 			put_user(pushed & ~X86_EFLAGS_TF, top);
@@ -762,7 +786,7 @@ void ds_emu_debug(struct pt_regs *regs, unsigned long *dr6,
 	st->ip_valid = false;
 	st->next_valid = false;
 	st->next_decoded = false;
-	if (test_thread_flag(TIF_DS_EMU) && ds_emu_flat_code(regs))
+	if (test_thread_flag(TIF_DS_EMU) && ds_emu_flat(regs))
 		ds_emu_predecode(st, regs);
 	if (forced) {
 		/* Our own trap: neither a signal nor a DR6 bit for the debugger. */

@@ -44,6 +44,9 @@
 #include <sys/wait.h>
 #include <linux/capability.h>
 #include <linux/elf.h>
+#ifndef __x86_64__
+#include <asm/ldt.h>
+#endif
 #include <linux/ptrace.h>
 
 #include "../kselftest_harness.h"
@@ -1297,6 +1300,97 @@ TEST_F(bts, mov_ss_shadow)
 
 	TRACE_ROUTINE(bts_movss, movss_s, movss_e, exp, ARRAY_SIZE(exp));
 }
+
+#ifndef __x86_64__
+/*
+ * The stack segment of bts_ldt_ss: an LDT data segment based at
+ * ldt_stack, whose ESP is in the middle of it. Its linear address as a
+ * flat one is in the first page, which nothing maps.
+ */
+static unsigned char ldt_stack[4096];
+#define LDT_SS_ENTRY		0
+#define LDT_SS_SEL		((LDT_SS_ENTRY << 3) | 4 | 3)	/* LDT, RPL 3 */
+#define LDT_SS_ESP		0x800
+
+static void ldt_ss_routine(unsigned long unused)
+{
+	struct user_desc desc = {
+		.entry_number	= LDT_SS_ENTRY,
+		.base_addr	= (unsigned long)ldt_stack,
+		.limit		= sizeof(ldt_stack) - 1,
+		.seg_32bit	= 1,
+	};
+
+	if (syscall(SYS_modify_ldt, 1, &desc, sizeof(desc)))
+		_exit(92);
+	bts_ldt_ss(LDT_SS_SEL, LDT_SS_ESP);
+	_exit(0);
+}
+
+/*
+ * Run bts_ldt_ss in a new tracee, traced or not; returns the flags its
+ * PUSHF left on the LDT stack. The records go to @rec.
+ */
+static unsigned long run_ldt_ss(struct __test_metadata *_metadata, pid_t *pid,
+				bool traced, struct bts_struct *rec, long *n)
+{
+	unsigned long word;
+
+	*pid = spawn(_metadata, ldt_ss_routine, 0, 0);
+	cont_to(_metadata, *pid, 0, ldtss_s);
+	if (traced)
+		ASSERT_EQ(0, bts_config(_metadata, *pid, 16 * BTS_REC,
+					BTS_TRACE_ALLOC, 0));
+	cont_to(_metadata, *pid, 0, ldtss_e);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_PEEKDATA, *pid,
+				ldt_stack + LDT_SS_ESP - sizeof(word),
+				(unsigned long)&word));
+	if (traced) {
+		*n = sys_ptrace(PTRACE_BTS_DRAIN, *pid, rec, 16 * BTS_REC);
+		ASSERT_LE(0, *n);
+	}
+	kill(*pid, SIGKILL);
+	waitpid(*pid, NULL, __WALL);
+	*pid = 0;
+	return word;
+}
+
+/*
+ * 32-bit code with a stack segment of the LDT, based elsewhere than 0: the
+ * program computes the same traced and untraced, and its PUSHF stores no
+ * forced TF. The hardware records every branch; the emulated backend does
+ * not step while SS is not the flat one, and goes on at the next return to
+ * user mode with flat segments (here: the system call's).
+ */
+TEST_F(bts, ldt_stack_segment)
+{
+	static const struct branch all[] = {
+		{ ldtss_f0, ldtss_t0 }, { ldtss_f1, ldtss_t1 },
+	};
+	unsigned long plain, traced;
+	struct bts_struct rec[16];
+	bool emulated;
+	long n = 0;
+
+	plain = run_ldt_ss(_metadata, &self->pid, false, rec, &n);
+	EXPECT_EQ(0, plain & X86_EFLAGS_TF);
+	EXPECT_NE(0, plain & X86_EFLAGS_IF);
+	/* the backend: that of a tracee configured like the one below */
+	self->pid = spawn_jmp(_metadata);
+	ASSERT_EQ(0, bts_config(_metadata, self->pid, 16 * BTS_REC,
+				BTS_TRACE_ALLOC, 0));
+	emulated = bts_backend(self->pid) == PTRACE_BTS_BACKEND_EMULATED;
+	kill(self->pid, SIGKILL);
+	waitpid(self->pid, NULL, __WALL);
+
+	traced = run_ldt_ss(_metadata, &self->pid, true, rec, &n);
+	EXPECT_EQ(plain, traced);
+	if (emulated)
+		check_records(_metadata, rec, n, all + 1, 1);
+	else
+		check_records(_metadata, rec, n, all, ARRAY_SIZE(all));
+}
+#endif
 
 /* Taken jcc are branches, not-taken ones are not. */
 TEST_F(bts, branch_jcc)

@@ -47,6 +47,8 @@ extern const char sleep_s[], sleep_e[], sleep_f0[], sleep_t0[], sleep_f1[],
 		  sleep_t1[];
 extern const char vex_s[], vex_e[], vex_f0[], vex_t0[];
 extern const char r11_s[], r11_e[], r11sys_s[], r11sys_e[];
+extern const char ldtss_s[], ldtss_e[], ldtss_f0[], ldtss_t0[], ldtss_f1[],
+		  ldtss_t1[];
 extern const char movss_s[], movss_e[], movss_f0[], movss_t0[], movss_f1[],
 		  movss_t1[];
 
@@ -70,6 +72,7 @@ void bts_vex(void);
 void bts_r11(void);
 void bts_syscall_r11(void);
 void bts_movss(void);
+void bts_ldt_ss(unsigned int sel, unsigned long esp);
 void bts_sleep(void);
 
 /* The page bts_kentry writes to first, to take a page fault. */

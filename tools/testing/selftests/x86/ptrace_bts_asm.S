@@ -426,6 +426,46 @@ FUNC(bts_icebp_handler)
 L(icebph_f0)
 	ret
 
+#ifndef __x86_64__
+/*
+ * A stack segment with a base of its own: bts_ldt_ss(sel, esp) loads SS
+ * with the LDT selector sel and ESP with esp, pushes the flags (known ones:
+ * the xor's) there and pops them, jumps, and goes back to the flat stack;
+ * then a system call and a jump.
+ */
+FUNC(bts_ldt_ss)
+	push	%ebx
+	push	%esi
+	mov	12(%esp), %eax
+	mov	16(%esp), %ecx
+	int3
+L(ldtss_s)
+	mov	%ss, %ebx
+	mov	%esp, %esi
+	mov	%eax, %ss
+	mov	%ecx, %esp
+	xor	%eax, %eax
+	pushf
+	popf
+L(ldtss_f0)
+	jmp	ldtss_t0
+	ud2
+L(ldtss_t0)
+	mov	%ebx, %ss
+	mov	%esi, %esp
+	mov	$__NR_getpid, %eax
+	int	$0x80
+L(ldtss_f1)
+	jmp	ldtss_t1
+	ud2
+L(ldtss_t1)
+	pop	%esi
+	pop	%ebx
+	int3
+L(ldtss_e)
+	ret
+#endif
+
 	.data
 	.balign	4
 L(bts_icebp_count)
