@@ -55,8 +55,28 @@
  * bytes at that IP are still the same (one short user read). That covers
  * execve, mmap/munmap and self-modifying code without hooking any of them.
  *
+ * Decoding ahead. The trap comes after the instruction ran, and an
+ * instruction may have overwritten its own bytes: a PUSHF whose stack
+ * overlaps it turns into other bytes, and its pushed TF would go
+ * uncorrected. So each single-step trap also decodes the instruction at the
+ * IP it returns to (ds_emu_predecode(), through the cache: still one user
+ * read per step) and keeps a copy in ds_emu_task::next; the next trap uses
+ * that copy if the task returned to that IP without being switched out since
+ * (a fault that restarts the instruction, an interrupt), and reads the bytes
+ * otherwise: a debugger writes code only while the task is stopped. A
+ * program that modifies its own code is then traced exactly, unless it
+ * sleeps in a fault on that instruction. Code another thread writes while
+ * this one runs it, without the serialisation the SDM asks for
+ * (cross-modifying code), may run in its old or new form on real CPUs too;
+ * the trap may then decode either.
+ *
  * Limits: code segments other than the flat user ones (LDT code, vm86) are
- * not traced; uprobes' out-of-line steps are recorded at the XOL address.
+ * not traced, nor is 32-bit code while SS is not the flat user data segment
+ * (a stack segment of the LDT, with a base): the PUSHF correction writes to
+ * the stack pointer as a linear address. Tracing resumes at the first
+ * return to user mode with flat segments. A PUSHF in the shadow of the MOV
+ * SS or POP SS that loads such a segment keeps the forced TF in the flags
+ * it stores. uprobes' out-of-line steps are recorded at the XOL address.
  */
 
 #define pr_fmt(fmt) "ds_emulate: " fmt
@@ -186,6 +206,12 @@ struct ds_emu_insn {
  * @mode64:	the task returned to 64-bit code
  * @blockstep:	the debugger's PTRACE_SINGLEBLOCK, held while TIF_BLOCKSTEP
  *		and DEBUGCTL.BTF are off, see "Block stepping" above
+ * @next_decoded: @next was decoded in the last single-step trap
+ * @next_valid:	@next is the instruction at @ip as it was before it ran,
+ *		see "Decoding ahead" above
+ * @next_switches: the task's context switches when @next was decoded
+ * @next:	the instruction at the IP the last single-step trap returned
+ *		to, decoded in that trap
  * @hits:	decode cache hits
  * @misses:	decode cache misses (fetch and decode)
  * @cache:	the decode cache, indexed by hash of the IP
@@ -201,6 +227,10 @@ struct ds_emu_task {
 	bool			ip_valid;
 	bool			mode64;
 	bool			blockstep;
+	bool			next_decoded;
+	bool			next_valid;
+	unsigned long		next_switches;
+	struct ds_emu_insn	next;
 	unsigned long		hits;
 	unsigned long		misses;
 	struct ds_emu_insn	cache[DS_EMU_CACHE_SIZE];
@@ -483,18 +513,67 @@ static const struct ds_emu_insn *ds_emu_lookup(struct ds_emu_task *st,
 	return e;
 }
 
+/* Context switches of the current task so far, voluntary or not. */
+static unsigned long ds_emu_switches(void)
+{
+	return current->nvcsw + current->nivcsw;
+}
+
+/*
+ * Decode the instruction the task returns to from this single-step trap,
+ * before it runs, for the next trap to use (see "Decoding ahead").
+ */
+static void ds_emu_predecode(struct ds_emu_task *st, struct pt_regs *regs)
+{
+	const struct ds_emu_insn *in;
+
+	in = ds_emu_lookup(st, regs->ip, user_64bit_mode(regs));
+	if (!in)
+		return;
+	st->next = *in;
+	st->next_switches = ds_emu_switches();
+	st->next_decoded = true;
+}
+
+/*
+ * Is st->next still the instruction the task returns to? It was decoded
+ * at that IP, and the task was not switched out since: a ptrace stop, the
+ * only time a debugger writes the code, and a sleep, while another thread
+ * may write it, both switch the task out. A fault or an interrupt before
+ * the instruction ran keeps it.
+ */
+static bool ds_emu_next_holds(struct ds_emu_task *st)
+{
+	return st->next_decoded && st->next.ip == st->ip &&
+	       st->next.mode64 == st->mode64 &&
+	       st->next_switches == ds_emu_switches();
+}
+
 /* --- the hooks --- */
 
-/* Only flat user code segments: the IP is the linear address. */
-static bool ds_emu_flat_code(struct pt_regs *regs)
+/*
+ * The stack pointer is the linear address PUSHF stored at: 64-bit mode
+ * ignores the base of SS; 32-bit code needs the flat user data segment
+ * (not one of the LDT with a base of its own).
+ */
+static bool ds_emu_flat_stack(struct pt_regs *regs)
+{
+	return user_64bit_mode(regs) || regs->ss == __USER_DS;
+}
+
+/*
+ * Only flat user code and stack segments: the IP is the linear address of
+ * the instruction, and the stack pointer that of the flags PUSHF stores.
+ */
+static bool ds_emu_flat(struct pt_regs *regs)
 {
 	if (v8086_mode(regs))
 		return false;
 #ifdef CONFIG_X86_64
 	if (regs->cs == __USER32_CS)
-		return true;
+		return ds_emu_flat_stack(regs);
 #endif
-	return regs->cs == __USER_CS;
+	return regs->cs == __USER_CS && ds_emu_flat_stack(regs);
 }
 
 /*
@@ -528,10 +607,12 @@ void ds_emu_exit_to_user(struct pt_regs *regs)
 
 	lockdep_assert_irqs_disabled();
 
-	if (!st || !test_thread_flag(TIF_DS_EMU) || !ds_emu_flat_code(regs) ||
+	if (!st || !test_thread_flag(TIF_DS_EMU) || !ds_emu_flat(regs) ||
 	    !ds_emulated_recording(current)) {
 		if (st) {
 			st->ip_valid = false;
+			st->next_decoded = false;
+			st->next_valid = false;
 			if (st->blockstep)
 				ds_emu_return_blockstep(st);
 		}
@@ -544,6 +625,7 @@ void ds_emu_exit_to_user(struct pt_regs *regs)
 	st->ip = regs->ip;
 	st->mode64 = user_64bit_mode(regs);
 	st->ip_valid = true;
+	st->next_valid = ds_emu_next_holds(st);
 	if (regs->flags & X86_EFLAGS_TF) {
 		/* The user's or the debugger's TF: its traps are theirs. */
 		clear_thread_flag(TIF_DS_EMU_TF);
@@ -551,6 +633,18 @@ void ds_emu_exit_to_user(struct pt_regs *regs)
 	}
 	regs->flags |= X86_EFLAGS_TF;
 	set_thread_flag(TIF_DS_EMU_TF);
+}
+
+unsigned long ds_emu_user_flags(struct pt_regs *regs)
+{
+	/*
+	 * While TIF_DS_EMU_TF is set, the task went to user mode with our TF
+	 * and its own clear (ds_emu_exit_to_user()); until its next trap
+	 * or entry, no instruction of its can set TF without trapping.
+	 */
+	if (user_mode(regs) && test_thread_flag(TIF_DS_EMU_TF))
+		return regs->flags & ~X86_EFLAGS_TF;
+	return regs->flags;
 }
 
 void ds_emu_forget_blockstep(struct task_struct *child)
@@ -582,6 +676,12 @@ static void ds_emu_fix_tf(const struct ds_emu_insn *in, struct pt_regs *regs,
 		regs->flags |= uflags & X86_EFLAGS_TF;
 		break;
 	case DS_EMU_PUSHF:
+		/*
+		 * A PUSHF right after a MOV SS that loaded a stack segment
+		 * with a base: the stack pointer is no linear address.
+		 */
+		if (!ds_emu_flat_stack(regs))
+			break;
 		/* The low word of the pushed flags holds TF in every size. */
 		if (!get_user(pushed, top) && pushed & X86_EFLAGS_TF)
 			put_user(pushed & ~X86_EFLAGS_TF, top);
@@ -618,7 +718,8 @@ static enum ds_emu_outcome ds_emu_step(struct ds_emu_task *st,
 	unsigned long from = st->ip, to = regs->ip;
 	const struct ds_emu_insn *in;
 
-	in = ds_emu_lookup(st, from, st->mode64);
+	/* Decoded before it ran: it may have overwritten its own bytes. */
+	in = st->next_valid ? &st->next : ds_emu_lookup(st, from, st->mode64);
 	/*
 	 * MOV SS and POP SS hold the single-step trap back until after the
 	 * next instruction: that is the one that completed, and whose branch
@@ -683,6 +784,10 @@ void ds_emu_debug(struct pt_regs *regs, unsigned long *dr6,
 		outcome = ds_emu_step(st, regs, uflags, forced,
 				      test_thread_flag(TIF_DS_EMU));
 	st->ip_valid = false;
+	st->next_valid = false;
+	st->next_decoded = false;
+	if (test_thread_flag(TIF_DS_EMU) && ds_emu_flat(regs))
+		ds_emu_predecode(st, regs);
 	if (forced) {
 		/* Our own trap: neither a signal nor a DR6 bit for the debugger. */
 		*dr6 &= ~DR_STEP;

@@ -35,6 +35,7 @@
 #include <linux/sched/task.h>
 #include <linux/signal.h>
 #include <linux/slab.h>
+#include <linux/time_namespace.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
 
@@ -366,6 +367,19 @@ static u32 ptrace_bts_tid(struct task_struct *child)
 	return task_pid_nr_ns(child, task_active_pid_ns(current));
 }
 
+/*
+ * An event's CLOCK_MONOTONIC as the tracer reads that clock: the records
+ * are stamped with the host's, the tracer compares them with its own
+ * clock_gettime(), in its time namespace.
+ */
+static u64 ptrace_bts_clock(u64 ns)
+{
+	struct timespec64 ts = ns_to_timespec64(ns);
+
+	timens_add_monotonic(&ts);
+	return timespec64_to_ns(&ts);
+}
+
 static void ptrace_bts_convert(const struct ds_bts_record *rec, u32 tid,
 			       struct bts_struct *out)
 {
@@ -380,7 +394,7 @@ static void ptrace_bts_convert(const struct ds_bts_record *rec, u32 tid,
 	}
 	out->qualifier = qual == DS_BTS_TASK_ARRIVES ? BTS_TASK_ARRIVES :
 						       BTS_TASK_DEPARTS;
-	out->variant.event.clock = rec->to;
+	out->variant.event.clock = ptrace_bts_clock(rec->to);
 	out->variant.event.pid = tid;
 }
 

@@ -19,6 +19,25 @@ struct task_struct;
  */
 #define _TIF_DS_EMU_WORK	(_TIF_DS_EMU | _TIF_DS_EMU_TF | _TIF_SINGLESTEP)
 
+/**
+ * ds_emu_user_flags() - the flags of the current task as the program has them
+ * @regs: registers of the current task
+ *
+ * For the user registers an NMI saved: NMIs do not run the entry code that
+ * hides a forced TF (perf's %PERF_SAMPLE_REGS_USER and _INTR). Saved user
+ * flags with TIF_DS_EMU_TF set hold the emulation's TF and not the
+ * program's: the TF is cleared. Kernel mode registers are left alone.
+ * Between an entry from user mode and the next return, the entry code
+ * already cleared the forced TF, and a TF the kernel sets meanwhile (a
+ * sigreturn, a debugger's register write) is cleared here too, until the
+ * return to user mode, which keeps it and drops TIF_DS_EMU_TF.
+ *
+ * Only with CONFIG_X86_DS_EMULATE: callers test IS_ENABLED() first.
+ *
+ * Return: the flags of @regs, without a forced TF.
+ */
+unsigned long ds_emu_user_flags(struct pt_regs *regs);
+
 #ifdef CONFIG_X86_DS_EMULATE
 
 /**

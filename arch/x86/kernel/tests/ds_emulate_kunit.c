@@ -8,11 +8,13 @@
  * and the taken decision for given flags and count register; the condition
  * codes are checked against the SDM's definitions; the cache is looked up
  * on user memory the test maps and rewrites; a held PTRACE_SINGLEBLOCK lets
- * through the debugger's traps a CPU honouring DEBUGCTL.BTF would raise.
+ * through the debugger's traps a CPU honouring DEBUGCTL.BTF would raise;
+ * perf's register samples do not show a forced TF.
  */
 
 #include <kunit/test.h>
 #include <linux/mman.h>
+#include <linux/perf_regs.h>
 
 /* Flags with no condition bit set, and each bit on its own. */
 #define DS_EMU_TEST_NONE	X86_EFLAGS_FIXED
@@ -540,12 +542,48 @@ static void ds_emu_test_block_trap(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, st->blockstep, t->held);
 }
 
+#ifdef CONFIG_PERF_EVENTS
+/*
+ * perf's register samples of an NMI that interrupted user mode: the entry
+ * code that hides a forced TF does not run for NMIs, perf_reg_value()
+ * hides it. The program's own TF (no TIF_DS_EMU_TF) and kernel mode flags
+ * are reported as they are.
+ */
+static void ds_emu_test_perf_flags(struct kunit *test)
+{
+	const unsigned long flags = X86_EFLAGS_FIXED | X86_EFLAGS_IF |
+				    X86_EFLAGS_TF;
+	bool had = test_thread_flag(TIF_DS_EMU_TF);
+	struct pt_regs regs = {
+		.cs	= __USER_CS,
+		.flags	= flags,
+	};
+
+	/* This kernel thread never returns to user mode: no hook sees it. */
+	set_thread_flag(TIF_DS_EMU_TF);
+	KUNIT_EXPECT_EQ(test, perf_reg_value(&regs, PERF_REG_X86_FLAGS),
+			flags & ~X86_EFLAGS_TF);
+	regs.cs = __KERNEL_CS;
+	KUNIT_EXPECT_EQ(test, perf_reg_value(&regs, PERF_REG_X86_FLAGS), flags);
+	clear_thread_flag(TIF_DS_EMU_TF);
+	regs.cs = __USER_CS;
+	KUNIT_EXPECT_EQ(test, perf_reg_value(&regs, PERF_REG_X86_FLAGS), flags);
+	/* The registers themselves are left alone. */
+	KUNIT_EXPECT_EQ(test, regs.flags, flags);
+	if (had)
+		set_thread_flag(TIF_DS_EMU_TF);
+}
+#endif
+
 static struct kunit_case ds_emu_test_cases_list[] = {
 	KUNIT_CASE_PARAM(ds_emu_test_classify, ds_emu_classify_gen_params),
 	KUNIT_CASE(ds_emu_test_truncated),
 	KUNIT_CASE(ds_emu_test_cond_sdm),
 	KUNIT_CASE(ds_emu_test_cache),
 	KUNIT_CASE_PARAM(ds_emu_test_block_trap, ds_emu_block_gen_params),
+#ifdef CONFIG_PERF_EVENTS
+	KUNIT_CASE(ds_emu_test_perf_flags),
+#endif
 	{}
 };
 

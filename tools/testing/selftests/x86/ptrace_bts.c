@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include <cpuid.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -43,6 +44,9 @@
 #include <sys/wait.h>
 #include <linux/capability.h>
 #include <linux/elf.h>
+#ifndef __x86_64__
+#include <asm/ldt.h>
+#endif
 #include <linux/ptrace.h>
 
 #include "../kselftest_harness.h"
@@ -1297,6 +1301,97 @@ TEST_F(bts, mov_ss_shadow)
 	TRACE_ROUTINE(bts_movss, movss_s, movss_e, exp, ARRAY_SIZE(exp));
 }
 
+#ifndef __x86_64__
+/*
+ * The stack segment of bts_ldt_ss: an LDT data segment based at
+ * ldt_stack, whose ESP is in the middle of it. Its linear address as a
+ * flat one is in the first page, which nothing maps.
+ */
+static unsigned char ldt_stack[4096];
+#define LDT_SS_ENTRY		0
+#define LDT_SS_SEL		((LDT_SS_ENTRY << 3) | 4 | 3)	/* LDT, RPL 3 */
+#define LDT_SS_ESP		0x800
+
+static void ldt_ss_routine(unsigned long unused)
+{
+	struct user_desc desc = {
+		.entry_number	= LDT_SS_ENTRY,
+		.base_addr	= (unsigned long)ldt_stack,
+		.limit		= sizeof(ldt_stack) - 1,
+		.seg_32bit	= 1,
+	};
+
+	if (syscall(SYS_modify_ldt, 1, &desc, sizeof(desc)))
+		_exit(92);
+	bts_ldt_ss(LDT_SS_SEL, LDT_SS_ESP);
+	_exit(0);
+}
+
+/*
+ * Run bts_ldt_ss in a new tracee, traced or not; returns the flags its
+ * PUSHF left on the LDT stack. The records go to @rec.
+ */
+static unsigned long run_ldt_ss(struct __test_metadata *_metadata, pid_t *pid,
+				bool traced, struct bts_struct *rec, long *n)
+{
+	unsigned long word;
+
+	*pid = spawn(_metadata, ldt_ss_routine, 0, 0);
+	cont_to(_metadata, *pid, 0, ldtss_s);
+	if (traced)
+		ASSERT_EQ(0, bts_config(_metadata, *pid, 16 * BTS_REC,
+					BTS_TRACE_ALLOC, 0));
+	cont_to(_metadata, *pid, 0, ldtss_e);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_PEEKDATA, *pid,
+				ldt_stack + LDT_SS_ESP - sizeof(word),
+				(unsigned long)&word));
+	if (traced) {
+		*n = sys_ptrace(PTRACE_BTS_DRAIN, *pid, rec, 16 * BTS_REC);
+		ASSERT_LE(0, *n);
+	}
+	kill(*pid, SIGKILL);
+	waitpid(*pid, NULL, __WALL);
+	*pid = 0;
+	return word;
+}
+
+/*
+ * 32-bit code with a stack segment of the LDT, based elsewhere than 0: the
+ * program computes the same traced and untraced, and its PUSHF stores no
+ * forced TF. The hardware records every branch; the emulated backend does
+ * not step while SS is not the flat one, and goes on at the next return to
+ * user mode with flat segments (here: the system call's).
+ */
+TEST_F(bts, ldt_stack_segment)
+{
+	static const struct branch all[] = {
+		{ ldtss_f0, ldtss_t0 }, { ldtss_f1, ldtss_t1 },
+	};
+	unsigned long plain, traced;
+	struct bts_struct rec[16];
+	bool emulated;
+	long n = 0;
+
+	plain = run_ldt_ss(_metadata, &self->pid, false, rec, &n);
+	EXPECT_EQ(0, plain & X86_EFLAGS_TF);
+	EXPECT_NE(0, plain & X86_EFLAGS_IF);
+	/* the backend: that of a tracee configured like the one below */
+	self->pid = spawn_jmp(_metadata);
+	ASSERT_EQ(0, bts_config(_metadata, self->pid, 16 * BTS_REC,
+				BTS_TRACE_ALLOC, 0));
+	emulated = bts_backend(self->pid) == PTRACE_BTS_BACKEND_EMULATED;
+	kill(self->pid, SIGKILL);
+	waitpid(self->pid, NULL, __WALL);
+
+	traced = run_ldt_ss(_metadata, &self->pid, true, rec, &n);
+	EXPECT_EQ(plain, traced);
+	if (emulated)
+		check_records(_metadata, rec, n, all + 1, 1);
+	else
+		check_records(_metadata, rec, n, all, ARRAY_SIZE(all));
+}
+#endif
+
 /* Taken jcc are branches, not-taken ones are not. */
 TEST_F(bts, branch_jcc)
 {
@@ -1539,6 +1634,132 @@ TEST_F(bts, self_modifying_code)
 		check_trace(_metadata, self->pid, &exp[i], i < 2);
 	}
 	munmap(code, 4096);
+}
+
+/*
+ * A PUSHF that overwrites itself, built in a writable code page: with the
+ * stack pointer just past it, the 16-bit "pushw" (66 9c) stores the flags
+ * on its own two bytes, their high byte, which holds TF, on the opcode.
+ *
+ *	int3				<- start
+ *	xor %eax, %eax			known flags
+ *	mov %rsp, %rcx
+ *	mov $pushf + 2, %rsp
+ * pushf:
+ *	pushw				its bytes become the flags
+ *	mov %rcx, %rsp
+ * jmp:
+ *	jmp .+2				a branch to show the trace
+ *	int3				<- end
+ *	ret
+ */
+struct pushf_code {
+	unsigned char *code;
+	unsigned long start;	/* offsets in @code, after the int3s */
+	unsigned long pushf;
+	unsigned long jmp;
+	unsigned long end;
+};
+
+#ifdef __x86_64__
+# define REX_W		0x48,
+#else
+# define REX_W
+#endif
+
+static void pushf_emit(struct pushf_code *c, unsigned long *at,
+		       const unsigned char *bytes, size_t len)
+{
+	memcpy(c->code + *at, bytes, len);
+	*at += len;
+}
+
+static void pushf_build(struct pushf_code *c)
+{
+	static const unsigned char int3[] = { 0xcc };
+	static const unsigned char head[] = {
+		0x31, 0xc0,		/* xor %eax, %eax */
+		REX_W 0x89, 0xe1,	/* mov %rsp, %rcx */
+		REX_W 0xbc,		/* mov $imm, %rsp */
+	};
+	static const unsigned char pushw[] = { 0x66, 0x9c };
+	static const unsigned char restore[] = { REX_W 0x89, 0xcc };
+	static const unsigned char jmp[] = { 0xeb, 0x00 };
+	static const unsigned char tail[] = { 0xcc, 0xc3 };
+	unsigned long at = 0, sp;
+
+	pushf_emit(c, &at, int3, sizeof(int3));
+	c->start = at;
+	pushf_emit(c, &at, head, sizeof(head));
+	c->pushf = at + sizeof(sp);
+	sp = (unsigned long)c->code + c->pushf + sizeof(pushw);
+	pushf_emit(c, &at, (unsigned char *)&sp, sizeof(sp));
+	pushf_emit(c, &at, pushw, sizeof(pushw));
+	pushf_emit(c, &at, restore, sizeof(restore));
+	c->jmp = at;
+	pushf_emit(c, &at, jmp, sizeof(jmp));
+	pushf_emit(c, &at, tail, sizeof(tail));
+	c->end = at - 1;
+}
+
+/*
+ * Run the code of @c in a new tracee, traced or not; the word the pushw
+ * left on its own bytes goes to @pushed, the flags at the end to @flags.
+ */
+static void pushf_run(struct __test_metadata *_metadata, pid_t *pid,
+		      const struct pushf_code *c, bool traced,
+		      unsigned long *pushed, unsigned long *flags)
+{
+	const struct branch exp = {
+		(char *)c->code + c->jmp, (char *)c->code + c->jmp + 2,
+	};
+	struct user_regs_struct regs;
+	unsigned long word;
+
+	*pid = spawn(_metadata, run_routine, (unsigned long)c->code, 0);
+	cont_to(_metadata, *pid, 0, (char *)c->code + c->start);
+	if (traced)
+		ASSERT_EQ(0, bts_config(_metadata, *pid, 16 * BTS_REC,
+					BTS_TRACE_ALLOC, 0));
+	cont_to(_metadata, *pid, 0, (char *)c->code + c->end);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_PEEKDATA, *pid, c->code + c->pushf,
+				(unsigned long)&word));
+	*pushed = word & 0xffff;
+	ASSERT_EQ(0, sys_ptrace(PTRACE_GETREGS, *pid, NULL,
+				(unsigned long)&regs));
+	*flags = regs.eflags;
+	if (traced)
+		check_trace(_metadata, *pid, &exp, 1);
+	kill(*pid, SIGKILL);
+	waitpid(*pid, NULL, __WALL);
+	*pid = 0;
+}
+
+/*
+ * An instruction that overwrites its own bytes is traced as it ran: the
+ * forced TF in the flags a PUSHF stored is corrected even though the PUSHF
+ * is gone by the time its single-step trap comes. Traced, the program
+ * finds in memory and in its flags what it finds untraced.
+ */
+TEST_F(bts, pushf_over_itself)
+{
+	unsigned long plain, traced, plain_flags, traced_flags;
+	struct pushf_code c;
+
+	c.code = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_TRUE(c.code != MAP_FAILED);
+	pushf_build(&c);
+	pushf_run(_metadata, &self->pid, &c, false, &plain, &plain_flags);
+	pushf_run(_metadata, &self->pid, &c, true, &traced, &traced_flags);
+	/* the high byte of the pushed flags: IF, not TF */
+	EXPECT_EQ(0, plain & X86_EFLAGS_TF);
+	EXPECT_NE(0, plain & X86_EFLAGS_IF);
+	EXPECT_EQ(plain, traced) {
+		TH_LOG("pushed %#lx traced, %#lx untraced", traced, plain);
+	}
+	EXPECT_EQ(plain_flags, traced_flags);
+	munmap(c.code, 4096);
 }
 
 /* ---- Buffer full: wrap-around and signal on overflow ---- */
@@ -2034,6 +2255,65 @@ TEST_F(bts, sched_pid_namespace)
 	close(sv[0]);
 }
 
+#ifndef CLONE_NEWTIME
+# define CLONE_NEWTIME		0x00000080
+#endif
+
+/* The monotonic clock of the tracer's time namespace: 1000 days ahead. */
+#define BTS_TIMENS_OFFSET_S	(1000L * 24 * 3600)
+
+/*
+ * Move this process (a test is a process of its own) into a new time
+ * namespace whose CLOCK_MONOTONIC is @offset_s seconds ahead of the
+ * host's: its offsets are set before any task is in it, then this
+ * single-threaded process joins it. Returns 0 or -errno.
+ */
+static int enter_new_timens(long offset_s)
+{
+	char buf[64];
+	int fd, len, ret = 0;
+
+	if (unshare(CLONE_NEWTIME))
+		return -errno;
+	fd = open("/proc/self/timens_offsets", O_WRONLY);
+	if (fd < 0)
+		return -errno;
+	len = snprintf(buf, sizeof(buf), "monotonic %ld 0", offset_s);
+	if (write(fd, buf, len) != len)
+		ret = -errno;
+	close(fd);
+	if (ret)
+		return ret;
+	fd = open("/proc/self/ns/time_for_children", O_RDONLY);
+	if (fd < 0)
+		return -errno;
+	if (setns(fd, CLONE_NEWTIME))
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/*
+ * The clock of the events is CLOCK_MONOTONIC as the tracer reads it, in
+ * its own time namespace: between its clock_gettime() before and after.
+ */
+TEST_F(bts, sched_time_namespace)
+{
+	int err = enter_new_timens(BTS_TIMENS_OFFSET_S);
+
+	/* EINVAL: a kernel without CONFIG_TIME_NS; EPERM: not root */
+	if (err == -EINVAL || err == -EPERM)
+		SKIP(return, "no new time namespace: %s", strerror(-err));
+	ASSERT_EQ(0, err) {
+		TH_LOG("entering a new time namespace: %s", strerror(-err));
+	}
+	/* the offset is in force for this process */
+	ASSERT_LE(BTS_TIMENS_OFFSET_S * 1000000000ULL, now_ns());
+	self->pid = spawn(_metadata, run_routine, (unsigned long)bts_sleep, 0);
+	cont_to(_metadata, self->pid, 0, sleep_s);
+	trace_sleep(_metadata, self->pid, self->pid, 0);
+}
+
 /* ---- The forced trap flag ---- */
 
 /* Lock-free atomics are async-signal-safe. */
@@ -2163,6 +2443,95 @@ TEST_F(bts, tracee_sets_tf)
 		EXPECT_EQ(plain[i], traced[i]);
 	EXPECT_EQ((unsigned long)utf_f0, traced[0]);
 	EXPECT_EQ((unsigned long)utf_t0, traced[1]);
+	check_trace(_metadata, self->pid, exp, ARRAY_SIZE(exp));
+}
+
+/* Install bts_icebp_handler for SIGTRAP, then run bts_icebp. */
+static void icebp_routine(unsigned long unused)
+{
+	struct {
+		void *handler;
+		unsigned long flags;
+		void *restorer;
+		unsigned int mask[2];
+	} ksa = {
+		.handler = (void *)bts_icebp_handler,
+		.flags = SA_SIGINFO | 0x04000000,	/* SA_RESTORER */
+		.restorer = (void *)bts_sig_restorer,
+	};
+
+	if (syscall(SYS_rt_sigaction, SIGTRAP, &ksa, NULL, sizeof(ksa.mask)))
+		_exit(91);
+	bts_icebp();
+}
+
+/*
+ * Run bts_icebp in @pid from icebp_s, passing its SIGTRAPs on, each of
+ * whose si_code goes to @codes; returns how many the handler counted, or
+ * -1 if the CPU takes ICEBP for an undefined opcode (stock QEMU 7.2's TCG
+ * does).
+ */
+static int run_icebp(struct __test_metadata *_metadata, pid_t pid,
+		     int codes[2])
+{
+	siginfo_t si;
+	long count;
+	int status;
+
+	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, pid, NULL, 0));
+	ASSERT_EQ(pid, waitpid(pid, &status, __WALL));
+	ASSERT_TRUE(WIFSTOPPED(status));
+	if (WSTOPSIG(status) == SIGILL &&
+	    get_ip(_metadata, pid) == (unsigned long)icebp_s)
+		return -1;
+	ASSERT_EQ(SIGTRAP, WSTOPSIG(status));
+	/* a trap: the stop is after the ICEBP */
+	ASSERT_EQ((unsigned long)icebp_f0, get_ip(_metadata, pid));
+	ASSERT_EQ(0, sys_ptrace(PTRACE_GETSIGINFO, pid, NULL,
+				(unsigned long)&si));
+	codes[0] = si.si_code;
+	cont_to(_metadata, pid, SIGTRAP, icebp_a);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_GETSIGINFO, pid, NULL,
+				(unsigned long)&si));
+	codes[1] = si.si_code;
+	cont_to(_metadata, pid, SIGTRAP, icebp_e);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_PEEKDATA, pid, &bts_icebp_count,
+				(unsigned long)&count));
+	return (int)count;
+}
+
+/*
+ * ICEBP under the forced trap flag is the program's own SIGTRAP, exactly
+ * as untraced: each one reaches the handler once, with the same si_code,
+ * and no step becomes a SIGTRAP. Records: the handlers' returns and the
+ * jmp between, on either backend (the debug exception's own branch has a
+ * kernel end point).
+ */
+TEST_F(bts, icebp_sigtrap)
+{
+	static const struct branch exp[] = {
+		{ icebph_f0, bts_sig_restorer }, { icebp_f0, icebp_t0 },
+		{ icebph_f0, bts_sig_restorer },
+	};
+	int plain[2], traced[2], n_plain, n_traced;
+
+	self->pid = spawn(_metadata, icebp_routine, 0, 0);
+	cont_to(_metadata, self->pid, 0, icebp_s);
+	n_plain = run_icebp(_metadata, self->pid, plain);
+	kill(self->pid, SIGKILL);
+	waitpid(self->pid, NULL, __WALL);
+	if (n_plain < 0)
+		SKIP(return, "ICEBP is an undefined opcode on this CPU");
+
+	self->pid = spawn(_metadata, icebp_routine, 0, 0);
+	cont_to(_metadata, self->pid, 0, icebp_s);
+	ASSERT_EQ(0, bts_config(_metadata, self->pid, 64 * BTS_REC,
+				BTS_TRACE_ALLOC, 0));
+	n_traced = run_icebp(_metadata, self->pid, traced);
+	EXPECT_EQ(2, n_plain);
+	EXPECT_EQ(n_plain, n_traced);
+	EXPECT_EQ(plain[0], traced[0]);
+	EXPECT_EQ(plain[1], traced[1]);
 	check_trace(_metadata, self->pid, exp, ARRAY_SIZE(exp));
 }
 

@@ -32,6 +32,9 @@ extern const char sig_s[], sig_e[], sig_f0[], sig_t0[], sig_f1[], sig_t1[];
 extern const char sigh_f0[], sigh_t0[], sigh_f1[];
 extern const char bts_sig_restorer[];
 extern const char bts_sig_handler[];
+extern const char icebp_s[], icebp_e[], icebp_f0[], icebp_t0[], icebp_a[];
+extern const char icebph_f0[];
+extern const char bts_icebp_handler[];
 extern const char utf_s[], utf_e[], utf_f0[], utf_t0[];
 extern const char step_s[], step_e[], step_f0[], step_t0[], step_f1[],
 		  step_t1[];
@@ -44,6 +47,8 @@ extern const char sleep_s[], sleep_e[], sleep_f0[], sleep_t0[], sleep_f1[],
 		  sleep_t1[];
 extern const char vex_s[], vex_e[], vex_f0[], vex_t0[];
 extern const char r11_s[], r11_e[], r11sys_s[], r11sys_e[];
+extern const char ldtss_s[], ldtss_e[], ldtss_f0[], ldtss_t0[], ldtss_f1[],
+		  ldtss_t1[];
 extern const char movss_s[], movss_e[], movss_f0[], movss_t0[], movss_f1[],
 		  movss_t1[];
 
@@ -58,6 +63,7 @@ void bts_self(void);
 void bts_next(void);
 void bts_kentry(void);
 void bts_sig(void);
+void bts_icebp(void);
 void bts_usertf(void);
 void bts_step(void);
 void bts_block(void);
@@ -66,11 +72,14 @@ void bts_vex(void);
 void bts_r11(void);
 void bts_syscall_r11(void);
 void bts_movss(void);
+void bts_ldt_ss(unsigned int sel, unsigned long esp);
 void bts_sleep(void);
 
 /* The page bts_kentry writes to first, to take a page fault. */
 extern void *bts_fault_addr;
 /* Top of a stack below 4 GiB, for bts_far's 32-bit far call in 64-bit mode. */
 extern void *bts_low_stack;
+/* The SIGTRAPs bts_icebp_handler took. */
+extern int bts_icebp_count;
 
 #endif /* PTRACE_BTS_H */

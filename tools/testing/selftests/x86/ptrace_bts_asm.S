@@ -402,6 +402,77 @@ FUNC(bts_sig_restorer)
 	ud2
 
 /*
+ * ICEBP (INT1, F1): a debug exception that is the program's own SIGTRAP,
+ * twice, with a branch between. bts_icebp_handler counts them in
+ * bts_icebp_count and returns through bts_sig_restorer.
+ */
+FUNC(bts_icebp)
+	int3
+L(icebp_s)
+	.byte	0xf1
+L(icebp_f0)
+	jmp	icebp_t0
+	ud2
+L(icebp_t0)
+	.byte	0xf1
+L(icebp_a)
+	int3
+L(icebp_e)
+	ret
+
+FUNC(bts_icebp_handler)
+	LOADADDR(bts_icebp_count, AX)
+	incl	(AX)
+L(icebph_f0)
+	ret
+
+#ifndef __x86_64__
+/*
+ * A stack segment with a base of its own: bts_ldt_ss(sel, esp) loads SS
+ * with the LDT selector sel and ESP with esp, pushes the flags (known ones:
+ * the xor's) there and pops them, jumps, and goes back to the flat stack;
+ * then a system call and a jump.
+ */
+FUNC(bts_ldt_ss)
+	push	%ebx
+	push	%esi
+	mov	12(%esp), %eax
+	mov	16(%esp), %ecx
+	int3
+L(ldtss_s)
+	mov	%ss, %ebx
+	mov	%esp, %esi
+	mov	%eax, %ss
+	mov	%ecx, %esp
+	xor	%eax, %eax
+	pushf
+	popf
+L(ldtss_f0)
+	jmp	ldtss_t0
+	ud2
+L(ldtss_t0)
+	mov	%ebx, %ss
+	mov	%esi, %esp
+	mov	$__NR_getpid, %eax
+	int	$0x80
+L(ldtss_f1)
+	jmp	ldtss_t1
+	ud2
+L(ldtss_t1)
+	pop	%esi
+	pop	%ebx
+	int3
+L(ldtss_e)
+	ret
+#endif
+
+	.data
+	.balign	4
+L(bts_icebp_count)
+	.long	0
+	.text
+
+/*
  * The tracee sets TF itself: the single-step traps it asks for (six, one
  * after each instruction from the nop through the popf that clears TF)
  * must come exactly as they would without branch tracing.
