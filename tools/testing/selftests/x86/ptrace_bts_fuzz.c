@@ -127,6 +127,7 @@ struct fz_gen {
 	size_t len;
 	uint64_t rng;
 	bool compat;		/* emitting 32-bit code */
+	bool tf;		/* the program's TF is on: every flag is seen */
 };
 
 /* The CPU's features the generator asks for; absent ones still run (#UD). */
@@ -241,14 +242,20 @@ static void fz_noise_prefix(struct fz_gen *g)
 	e8(g, prefixes[fz_below(g, sizeof(prefixes))]);
 }
 
-/* One ALU instruction that writes none of @avoid. */
-static void fz_alu(struct fz_gen *g, unsigned int avoid)
+/*
+ * One ALU instruction that writes none of @avoid. Returns true when it
+ * leaves flags undefined (AF after logic, OF after multi-bit shifts...):
+ * TCG computes those lazily, and what it computes depends on where its
+ * translation blocks end, which single-stepping changes.
+ */
+static bool fz_alu_one(struct fz_gen *g, unsigned int avoid)
 {
 	static const uint8_t rr_ops[] = {
 		0x01, 0x09, 0x11, 0x19, 0x21, 0x29, 0x31, 0x39, 0x85, 0x89, 0x87,
 	};
 	int dst = fz_reg(g, avoid), src = fz_reg(g, 0);
 	bool w = !g->compat && fz_below(g, 2);
+	unsigned int n;
 	uint8_t op;
 
 	switch (fz_below(g, 11)) {
@@ -262,19 +269,20 @@ static void fz_alu(struct fz_gen *g, unsigned int avoid)
 		fz_rex(g, w, src, dst, false);
 		e8(g, op);
 		e8(g, fz_modrm(3, src, dst));
-		break;
+		return op == 0x09 || op == 0x21 || op == 0x31 || op == 0x85;
 	case 3:
+		n = fz_below(g, 8);
 		fz_rex(g, w, 0, dst, false);
 		e8(g, 0x83);
-		e8(g, fz_modrm(3, fz_below(g, 8), dst));
+		e8(g, fz_modrm(3, n, dst));
 		e8(g, fz_rand(g));
-		break;
+		return n == 1 || n == 4 || n == 6;	/* or and xor */
 	case 4:	/* rol ror shl shr sar */
 		fz_rex(g, w, 0, dst, false);
 		e8(g, 0xc1);
 		e8(g, fz_modrm(3, "\x00\x01\x04\x05\x07"[fz_below(g, 5)], dst));
 		e8(g, fz_below(g, 64));
-		break;
+		return true;
 	case 5:	/* inc dec not neg */
 		fz_rex(g, w, 0, dst, false);
 		if (fz_below(g, 2)) {
@@ -286,11 +294,12 @@ static void fz_alu(struct fz_gen *g, unsigned int avoid)
 		}
 		break;
 	case 6:	/* imul, cmovcc */
+		op = fz_below(g, 2) ? 0xaf : 0x40 + fz_below(g, 16);
 		fz_rex(g, w, dst, src, false);
 		e8(g, 0x0f);
-		e8(g, fz_below(g, 2) ? 0xaf : 0x40 + fz_below(g, 16));
+		e8(g, op);
 		e8(g, fz_modrm(3, dst, src));
-		break;
+		return op == 0xaf;
 	case 7:	/* setcc */
 		fz_rex(g, false, 0, dst, !g->compat);
 		if (g->compat && dst >= RSP)
@@ -307,7 +316,7 @@ static void fz_alu(struct fz_gen *g, unsigned int avoid)
 	case 9:	/* to or from the scratch memory */
 		if (g->compat) {
 			EMIT(g, "\x01\xc8");	/* add %ecx,%eax */
-			break;
+			return false;
 		}
 		if (!fz_below(g, 4)) {
 			e8(g, 0xf0);	/* lock: to memory only */
@@ -321,18 +330,61 @@ static void fz_alu(struct fz_gen *g, unsigned int avoid)
 		e8(g, op);
 		e8(g, fz_modrm(1, src, RBX));
 		e8(g, fz_below(g, FZ_DISP8_SLOTS) * 8);
-		break;
+		return op == 0x09 || op == 0x21 || op == 0x31 || op == 0x33;
 	default:	/* bt, bswap */
 		fz_rex(g, w, src, dst, false);
 		e8(g, 0x0f);
 		if (fz_below(g, 2)) {
 			e8(g, 0xa3);
 			e8(g, fz_modrm(3, src, dst));
-		} else {
-			e8(g, 0xc8 + (dst & 7));
+			return true;
 		}
-		break;
+		e8(g, 0xc8 + (dst & 7));
+		return false;
 	}
+	return false;
+}
+
+/*
+ * One ALU instruction, and a cmp after it if it left flags undefined: the
+ * flags a program sees (jcc, pushf, the end state) are then all defined.
+ */
+static void fz_alu(struct fz_gen *g, unsigned int avoid)
+{
+	size_t at = g->len;
+	bool undef;
+	int a, b;
+
+	/* Under TF each instruction's flags go to a signal frame. */
+	for (;;) {
+		undef = fz_alu_one(g, avoid);
+		if (!undef || !g->tf)
+			break;
+		g->len = at;
+	}
+	if (!undef)
+		return;
+	a = fz_reg(g, 0);
+	b = fz_reg(g, 0);
+	fz_rex(g, !g->compat && fz_below(g, 2), a, b, false);
+	e8(g, 0x39);
+	e8(g, fz_modrm(3, a, b));
+}
+
+/*
+ * The program's own TF on and off. Off subtracts it: an AND would leave AF
+ * undefined in the flags the trap after it shows.
+ */
+static void fz_tf_on(struct fz_gen *g)
+{
+	EMIT(g, "\x9c\x66\x81\x0c\x24\x00\x01\x9d"); /* pushf; orw; popf */
+	g->tf = true;
+}
+
+static void fz_tf_off(struct fz_gen *g)
+{
+	EMIT(g, "\x9c\x66\x81\x2c\x24\x00\x01\x9d"); /* pushf; subw; popf */
+	g->tf = false;
 }
 
 static void fz_filler(struct fz_gen *g, unsigned int avoid, unsigned int max)
@@ -445,7 +497,7 @@ static void item_jcxz(struct fz_gen *g)
 	size_t at;
 
 	if (fz_below(g, 2))
-		EMIT(g, "\x31\xc9");	/* xor %ecx,%ecx */
+		EMIT(g, "\xb9\x00\x00\x00\x00");	/* mov $0,%ecx */
 	else
 		fz_alu(g, 0);
 	if (fz_below(g, 2))
@@ -679,8 +731,9 @@ static void item_iret(struct fz_gen *g)
 	}
 	fz_land32(g, lea);
 	if (tf) {
+		g->tf = true;
 		fz_filler(g, 0, 2);
-		EMIT(g, "\x9c\x66\x81\x24\x24\xff\xfe\x9d");	/* TF off */
+		fz_tf_off(g);
 	}
 }
 
@@ -709,7 +762,7 @@ static void item_flags(struct fz_gen *g)
 		EMIT(g, "\x66\x9d");
 		break;
 	default:	/* TF on, a few instructions, TF off */
-		EMIT(g, "\x9c\x66\x81\x0c\x24\x00\x01\x9d");
+		fz_tf_on(g);
 		fz_filler(g, 0, 2);
 		if (fz_below(g, 2))
 			item_jcc(g);
@@ -717,7 +770,7 @@ static void item_flags(struct fz_gen *g)
 			EMIT(g, "\x9c\x58");	/* the program sees its TF */
 		if (fz_below(g, 2))
 			item_call(g);
-		EMIT(g, "\x9c\x66\x81\x24\x24\xff\xfe\x9d");
+		fz_tf_off(g);
 		break;
 	}
 }
@@ -728,7 +781,7 @@ static void item_mov_ss(struct fz_gen *g)
 	bool tf = fz_below(g, 2);
 
 	if (tf)
-		EMIT(g, "\x9c\x66\x81\x0c\x24\x00\x01\x9d");
+		fz_tf_on(g);
 	EMIT(g, "\x8c\xd0\x8e\xd0");	/* mov %ss,%eax; mov %eax,%ss */
 	switch (fz_below(g, 5)) {
 	case 0:
@@ -749,7 +802,7 @@ static void item_mov_ss(struct fz_gen *g)
 		break;
 	}
 	if (tf)
-		EMIT(g, "\x9c\x66\x81\x24\x24\xff\xfe\x9d");
+		fz_tf_off(g);
 }
 
 static void item_syscall(struct fz_gen *g)
@@ -757,13 +810,13 @@ static void item_syscall(struct fz_gen *g)
 	bool tf = !fz_below(g, 3);
 
 	if (tf)
-		EMIT(g, "\x9c\x66\x81\x0c\x24\x00\x01\x9d");
+		fz_tf_on(g);
 	if (fz_below(g, 2))
 		EMIT(g, "\xb8\x66\x00\x00\x00\x0f\x05");	/* getuid */
 	else
 		EMIT(g, "\xb8\x18\x00\x00\x00\xcd\x80");	/* int $0x80 */
 	if (tf)
-		EMIT(g, "\x9c\x66\x81\x24\x24\xff\xfe\x9d");
+		fz_tf_off(g);
 }
 
 /* Traps and faults: the handler sees each and resumes at %r14. */
@@ -773,7 +826,7 @@ static void item_signal(struct fz_gen *g)
 	size_t resume;
 
 	if (tf)
-		EMIT(g, "\x9c\x66\x81\x0c\x24\x00\x01\x9d");
+		fz_tf_on(g);
 	resume = fz_arm_resume(g);
 	switch (fz_below(g, 8)) {
 	case 0:
@@ -792,7 +845,7 @@ static void item_signal(struct fz_gen *g)
 		EMIT(g, "\x8a\x04\x25\x00\x00\x00\x00");	/* mov 0,%al */
 		break;
 	case 5:
-		EMIT(g, "\x31\xc9\xf7\xf1");	/* xor %ecx,%ecx; div %ecx */
+		EMIT(g, "\xb9\x00\x00\x00\x00\xf7\xf1");	/* div by 0 */
 		break;
 	case 6:
 		e8(g, 0xf4);	/* hlt */
@@ -803,7 +856,7 @@ static void item_signal(struct fz_gen *g)
 	}
 	fz_land32(g, resume);
 	if (tf)
-		EMIT(g, "\x9c\x66\x81\x24\x24\xff\xfe\x9d");
+		fz_tf_off(g);
 }
 
 /* A VEX encoding, reg-reg, of map @map and prefix @pp. */
@@ -959,6 +1012,7 @@ static uint32_t fz_block_code(struct fz_block *b, struct fz_gen *g)
 
 	g->len = 0;
 	g->compat = false;
+	g->tf = false;
 	if (fz_has_avx)
 		EMIT(g, "\xc5\xfc\x77");	/* vzeroall: no state from before */
 	for (i = 0; i < b->nr; i++) {
