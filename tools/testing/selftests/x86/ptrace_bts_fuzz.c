@@ -131,7 +131,7 @@ struct fz_gen {
 };
 
 /* The CPU's features the generator asks for; absent ones still run (#UD). */
-static bool fz_has_avx;
+static bool fz_has_avx, fz_has_xop;
 
 static uint64_t fz_rand(struct fz_gen *g)
 {
@@ -876,7 +876,7 @@ static void fz_vex(struct fz_gen *g, int map, int pp, bool w, uint8_t op,
 
 /*
  * VEX encodings whose opcode byte is a branch, PUSHF or POPF in the one-byte
- * map; EVEX and XOP ones, which may not run here (#UD, resumed).
+ * map; EVEX ones, which may not run here (#UD, resumed); XOP ones.
  */
 static void item_vector(struct fz_gen *g)
 {
@@ -917,8 +917,14 @@ static void item_vector(struct fz_gen *g)
 		case 9:	/* vpaddd %zmm1,%zmm2,%zmm3 */
 			EMIT(g, "\x62\xf1\x6d\x48\xfe\xd9");
 			break;
-		case 10:	/* XOP vphaddbw %xmm0,%xmm1 */
-			EMIT(g, "\x8f\xe9\x78\xc1\xc8");
+		case 10:
+			/*
+			 * XOP vphaddbw %xmm0,%xmm1, only where the CPU has
+			 * XOP: elsewhere 8F /5 should raise #UD, but TCG runs
+			 * it as a POP.
+			 */
+			if (fz_has_xop)
+				EMIT(g, "\x8f\xe9\x78\xc1\xc8");
 			break;
 		default:
 			fz_alu(g, 0);
@@ -1438,6 +1444,8 @@ static int fz_init(struct fz_ctx *c, int backend)
 	memset(c, 0, sizeof(*c));
 	if (__get_cpuid(1, &eax, &ebx, &ecx, &edx))
 		fz_has_avx = (ecx & bit_AVX) && (ecx & bit_OSXSAVE);
+	if (__get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx))
+		fz_has_xop = fz_has_avx && (ecx & bit_XOP);
 	code = mmap((void *)FZ_CODE, FZ_CODE_SIZE,
 		    PROT_READ | PROT_WRITE | PROT_EXEC,
 		    MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
