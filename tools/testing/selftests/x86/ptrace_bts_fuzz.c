@@ -20,8 +20,11 @@
  * A divergence prints the seed, then shrinks the block, one item at a
  * time, to the smallest one that still diverges, and dumps it.
  *
- * The test cases run a fixed number of blocks. A long run:
- *	ptrace_bts_fuzz --seed S --blocks N [--backend hardware|emulated]
+ * The test cases run a fixed number of blocks, in one worker process per
+ * CPU (up to two). A long run, and the rerun of one block:
+ *	ptrace_bts_fuzz [--backend hardware|emulated] --seed S --blocks N
+ *	ptrace_bts_fuzz [--backend hardware|emulated] --block-seed X
+ * "--backend none" runs each block untraced twice: a check of the test.
  */
 #define _GNU_SOURCE
 #include <elf.h>
@@ -1004,7 +1007,7 @@ static void fz_block_init(struct fz_block *b, uint64_t seed)
 
 	memset(b, 0, sizeof(*b));
 	b->seed = seed;
-	b->nr = 4 + fz_below(&g, FZ_MAX_ITEMS - 4);
+	b->nr = 3 + fz_below(&g, FZ_MAX_ITEMS / 2);
 	for (i = 0; i < b->nr; i++) {
 		b->in[i] = true;
 		b->kind[i] = fz_below(&g, FZ_NR_ITEMS);
@@ -1483,27 +1486,117 @@ static void fz_fini(struct fz_ctx *c)
 }
 
 /*
- * Run @blocks blocks from @seed; on the first divergence print it, shrink
- * it and stop. Returns the number of divergences (0 or 1).
+ * Block @n of @seed. Worker @w of @workers takes every @workers-th block,
+ * so the blocks of a seed are the same however many workers run them.
  */
-static int fz_fuzz(struct fz_ctx *c, uint64_t seed, unsigned long blocks)
+static uint64_t fz_block_seed(uint64_t seed, unsigned long n)
+{
+	return fz_mix(seed, n);
+}
+
+/* Run @b; on a divergence print it, shrink it and return 1. */
+static int fz_one(struct fz_ctx *c, struct fz_block *b, const char *where)
+{
+	char why[512];
+
+	c->blocks++;
+	if (fz_agree(c, b, why, sizeof(why)))
+		return 0;
+	printf("# %s (--block-seed %#llx): %s\n", where,
+	       (unsigned long long)b->seed, why);
+	fz_shrink(c, b);
+	return 1;
+}
+
+/*
+ * Worker @w of @workers: the blocks below @blocks that are its own, up to
+ * the first divergence. Returns the number of divergences (0 or 1).
+ */
+static int fz_fuzz(struct fz_ctx *c, uint64_t seed, unsigned long blocks,
+		   unsigned int w, unsigned int workers)
 {
 	struct fz_block b;
-	char why[512];
+	char where[64];
 	unsigned long n;
 
-	for (n = 0; n < blocks; n++) {
-		fz_block_init(&b, fz_mix(seed, n));
-		c->blocks++;
-		if (fz_agree(c, &b, why, sizeof(why)))
-			continue;
-		printf("# seed %#llx block %lu (block seed %#llx): %s\n",
-		       (unsigned long long)seed, n,
-		       (unsigned long long)b.seed, why);
-		fz_shrink(c, &b);
-		return 1;
+	for (n = w; n < blocks; n += workers) {
+		fz_block_init(&b, fz_block_seed(seed, n));
+		snprintf(where, sizeof(where), "seed %#llx block %lu",
+			 (unsigned long long)seed, n);
+		if (fz_one(c, &b, where))
+			return 1;
 	}
 	return 0;
+}
+
+/* What a worker tells the parent. */
+struct fz_tally {
+	unsigned long blocks, runs, records;
+	int bad;
+};
+
+/*
+ * Run the blocks in @workers processes at once (one per CPU: TCG runs
+ * vCPUs in parallel), each with its own tracees and mappings. Returns the
+ * number of divergences, or -1 when a worker could not run.
+ */
+static int fz_parallel(uint64_t seed, unsigned long blocks, int backend,
+		       unsigned int workers, struct fz_tally *sum)
+{
+	int fds[2], status, bad = 0;
+	struct fz_tally t;
+	struct fz_ctx c;
+	unsigned int w;
+	pid_t pid;
+
+	memset(sum, 0, sizeof(*sum));
+	if (pipe(fds))
+		return -1;
+	for (w = 0; w < workers; w++) {
+		pid = fork();
+		if (pid < 0)
+			return -1;
+		if (pid)
+			continue;
+		close(fds[0]);
+		memset(&t, 0, sizeof(t));
+		if (fz_init(&c, backend)) {
+			perror("ptrace_bts_fuzz: mapping the blocks");
+			_exit(2);
+		}
+		t.bad = fz_fuzz(&c, seed, blocks, w, workers);
+		t.blocks = c.blocks;
+		t.runs = c.runs;
+		t.records = c.records;
+		fflush(stdout);
+		fz_fini(&c);
+		if (write(fds[1], &t, sizeof(t)) != sizeof(t))
+			_exit(2);
+		_exit(0);
+	}
+	close(fds[1]);
+	for (w = 0; w < workers; w++) {
+		if (read(fds[0], &t, sizeof(t)) != sizeof(t)) {
+			bad = -1;
+			break;
+		}
+		sum->blocks += t.blocks;
+		sum->runs += t.runs;
+		sum->records += t.records;
+		sum->bad += t.bad;
+	}
+	close(fds[0]);
+	while (wait(&status) > 0)
+		if (!WIFEXITED(status) || WEXITSTATUS(status))
+			bad = -1;
+	return bad < 0 ? bad : sum->bad;
+}
+
+static unsigned int fz_workers(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n >= 2 ? 2 : 1;
 }
 
 /*
@@ -1522,6 +1615,9 @@ static int fz_backend(const char *name)
 }
 
 /* Blocks per test case; PTRACE_BTS_FUZZ_BLOCKS overrides. */
+#define FZ_BLOCKS		1500
+#define FZ_BLOCKS_HW		1000
+
 static unsigned long fz_blocks(unsigned long dflt)
 {
 	const char *s = getenv("PTRACE_BTS_FUZZ_BLOCKS");
@@ -1529,11 +1625,10 @@ static unsigned long fz_blocks(unsigned long dflt)
 	return s ? strtoul(s, NULL, 0) : dflt;
 }
 
+/* Each case its own seed. */
 FIXTURE(fuzz) {
-	struct fz_ctx ctx;
 };
 
-/* Each case its own seed. */
 FIXTURE_VARIANT(fuzz) {
 	uint64_t seed;
 };
@@ -1545,57 +1640,83 @@ FIXTURE_VARIANT_ADD(fuzz, seed_4) { .seed = 0x5eed0004 };
 
 FIXTURE_SETUP(fuzz)
 {
-	ASSERT_EQ(0, fz_init(&self->ctx,
-			     fz_backend(getenv("PTRACE_BTS_BACKEND")))) {
-		TH_LOG("cannot map the block's code and data: %m");
-	}
 }
 
 FIXTURE_TEARDOWN(fuzz)
 {
-	fz_fini(&self->ctx);
 }
 
 /*
  * Every block ends the same untraced and traced, and two backends record
- * the same branches.
+ * the same branches. Where the hardware backend runs too, each block costs
+ * a third run: fewer blocks per case.
  */
-TEST_F_TIMEOUT(fuzz, blocks_agree, 900)
+TEST_F_TIMEOUT(fuzz, blocks_agree, 300)
 {
-	struct fz_ctx *c = &self->ctx;
+	int backend = fz_backend(getenv("PTRACE_BTS_BACKEND"));
+	struct fz_tally sum;
 
-	EXPECT_EQ(0, fz_fuzz(c, variant->seed, fz_blocks(1250)));
+	EXPECT_EQ(0, fz_parallel(variant->seed,
+				 fz_blocks(backend == PTRACE_BTS_BACKEND_HARDWARE ?
+					   FZ_BLOCKS_HW : FZ_BLOCKS),
+				 backend, fz_workers(), &sum));
 	ksft_print_msg("%lu blocks, %lu runs, %lu records compared\n",
-		       c->blocks, c->runs, c->records);
+		       sum.blocks, sum.runs, sum.records);
+}
+
+static void fz_usage(void)
+{
+	fprintf(stderr,
+		"usage: ptrace_bts_fuzz [--backend B] --seed S --blocks N\n"
+		"       ptrace_bts_fuzz [--backend B] --block-seed X\n"
+		"       ptrace_bts_fuzz [kselftest harness options]\n"
+		"B: hardware, emulated, any or none (untraced twice)\n");
 }
 
 int main(int argc, char **argv)
 {
-	unsigned long long seed = 1;
-	unsigned long blocks = 0;
 	const char *backend = getenv("PTRACE_BTS_BACKEND");
+	unsigned long long seed = 1, block_seed = 0;
+	unsigned long blocks = 0;
+	struct fz_tally sum;
+	struct fz_block b;
 	struct fz_ctx c;
 	int i, bad;
 
-	for (i = 1; i + 1 < argc; i += 2) {
+	for (i = 1; i + 1 < argc && !strncmp(argv[i], "--", 2); i += 2) {
 		if (!strcmp(argv[i], "--seed"))
 			seed = strtoull(argv[i + 1], NULL, 0);
 		else if (!strcmp(argv[i], "--blocks"))
 			blocks = strtoul(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--block-seed"))
+			block_seed = strtoull(argv[i + 1], NULL, 0);
 		else if (!strcmp(argv[i], "--backend"))
 			backend = argv[i + 1];
 		else
 			break;
 	}
+	if (i < argc && (blocks || block_seed)) {
+		fz_usage();
+		return 2;
+	}
+	if (block_seed) {
+		if (fz_init(&c, fz_backend(backend))) {
+			perror("ptrace_bts_fuzz");
+			return 2;
+		}
+		fz_block_init(&b, block_seed);
+		bad = fz_one(&c, &b, "block");
+		if (!bad)
+			fz_dump(&c, &b);
+		printf("%s\n", bad ? "diverges" : "agrees");
+		fz_fini(&c);
+		return bad;
+	}
 	if (!blocks)
 		return test_harness_run(argc, argv);
-	if (fz_init(&c, fz_backend(backend))) {
-		perror("ptrace_bts_fuzz");
-		return 1;
-	}
-	bad = fz_fuzz(&c, seed, blocks);
+	bad = fz_parallel(seed, blocks, fz_backend(backend), fz_workers(),
+			  &sum);
 	printf("%lu blocks, %lu runs, %lu records compared, %d divergence%s\n",
-	       c.blocks, c.runs, c.records, bad, bad == 1 ? "" : "s");
-	fz_fini(&c);
-	return bad;
+	       sum.blocks, sum.runs, sum.records, bad, bad == 1 ? "" : "s");
+	return bad ? 1 : 0;
 }
