@@ -985,7 +985,7 @@ static const struct fz_item fz_items[] = {
 	{ "string", item_string },
 };
 
-#define FZ_NR_ITEMS	(sizeof(fz_items) / sizeof(fz_items[0]))
+#define FZ_NR_ITEMS	ARRAY_SIZE(fz_items)
 
 /*
  * A block: its seed and which of its items are in. Item i is drawn from
@@ -1056,15 +1056,15 @@ struct fz_state {
 	char fail[160];
 };
 
-static volatile sig_atomic_t fz_alarm;
-
+/* Only there to interrupt the tracer's waitpid(): EINTR is the news. */
 static void fz_on_alarm(int sig)
 {
-	fz_alarm = 1;
 }
 
-/* The tracee: handlers on an alternate stack, then a stop; the tracer
- * moves it to each block by its registers. */
+/*
+ * The tracee: handlers on an alternate stack, then a stop; the tracer
+ * moves it to each block by its registers.
+ */
 static void fz_tracee_main(void)
 {
 	static char altstack[1 << 16];
@@ -1078,7 +1078,7 @@ static void fz_tracee_main(void)
 
 	if (sys_ptrace(PTRACE_TRACEME, 0, NULL, 0) || sigaltstack(&ss, NULL))
 		_exit(90);
-	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+	for (i = 0; i < ARRAY_SIZE(sigs); i++)
 		if (sigaction(sigs[i], &sa, NULL))
 			_exit(91);
 	raise(SIGSTOP);
@@ -1137,7 +1137,7 @@ static void fz_setup(const struct fz_tracee *t, uint64_t seed,
 	unsigned int i;
 
 	*regs = t->regs0;
-	for (i = 0; i < sizeof(gpr) / sizeof(gpr[0]); i++)
+	for (i = 0; i < ARRAY_SIZE(gpr); i++)
 		*gpr[i] = fz_below(&g, 4) ? fz_rand(&g) : fz_below(&g, 8);
 	regs->rbx = FZ_DATA;
 	regs->r14 = FZ_CODE;
@@ -1149,7 +1149,7 @@ static void fz_setup(const struct fz_tracee *t, uint64_t seed,
 
 	*fp = t->fp0;
 	fp->mxcsr = 0x1f80;
-	for (i = 0; i < sizeof(fp->xmm_space) / sizeof(fp->xmm_space[0]); i++)
+	for (i = 0; i < ARRAY_SIZE(fp->xmm_space); i++)
 		fp->xmm_space[i] = fz_rand(&g);
 
 	for (i = 0; i < FZ_DATA_SIZE; i++)
@@ -1210,13 +1210,15 @@ static bool fz_run(struct fz_tracee *t, uint64_t seed, uint32_t end,
 		snprintf(s->fail, sizeof(s->fail), "cannot set registers: %m");
 		return false;
 	}
-	fz_alarm = 0;
 	alarm(FZ_HANG_SECONDS);
 	for (;;) {
-		if (sys_ptrace(PTRACE_CONT, t->pid, NULL, sig) ||
-		    waitpid(t->pid, &status, 0) != t->pid) {
+		if (sys_ptrace(PTRACE_CONT, t->pid, NULL, sig)) {
+			snprintf(s->fail, sizeof(s->fail), "lost the tracee");
+			break;
+		}
+		if (waitpid(t->pid, &status, 0) != t->pid) {
 			snprintf(s->fail, sizeof(s->fail), "%s",
-				 fz_alarm ? "hangs" : "lost the tracee");
+				 errno == EINTR ? "hangs" : "lost the tracee");
 			break;
 		}
 		if (!WIFSTOPPED(status)) {
@@ -1286,7 +1288,7 @@ static bool fz_same_regs(const struct fz_state *a, const struct fz_state *b,
 	const unsigned long long *y = (const void *)&b->regs;
 	unsigned int i;
 
-	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+	for (i = 0; i < ARRAY_SIZE(names); i++)
 		if (x[i] != y[i]) {
 			snprintf(why, len, "%s %#llx and %#llx", names[i],
 				 x[i], y[i]);
