@@ -430,11 +430,27 @@ static void item_alu(struct fz_gen *g)
 	fz_filler(g, 0, 6);
 }
 
+/*
+ * 0x66 before a short branch in 64-bit code: Intel ignores it, AMD cuts the
+ * target to 16 bits (a fault, resumed at the item's end). Near forms are
+ * left out: there TCG reads a rel16 where Intel reads a rel32.
+ */
+static bool fz_data16(struct fz_gen *g, size_t *resume)
+{
+	if (g->compat || fz_below(g, 5))
+		return false;
+	*resume = fz_arm_resume(g);
+	return true;
+}
+
 static void item_jcc(struct fz_gen *g)
 {
 	unsigned int cc = fz_below(g, 16), kind = fz_below(g, 3);
-	size_t at;
+	bool data16 = false;
+	size_t at, resume;
 
+	if (kind == 1)
+		data16 = fz_data16(g, &resume);
 	fz_alu(g, 0);
 	fz_noise_prefix(g);
 	if (kind == 0) {
@@ -443,6 +459,8 @@ static void item_jcc(struct fz_gen *g)
 		return;
 	}
 	if (kind == 1) {
+		if (data16)
+			e8(g, 0x66);
 		e8(g, 0x70 + cc);
 		at = g->len;
 		e8(g, 0);
@@ -457,6 +475,8 @@ static void item_jcc(struct fz_gen *g)
 		fz_land8(g, at);
 	else
 		fz_land32(g, at);
+	if (data16)
+		fz_land32(g, resume);
 }
 
 /* A counted loop closed by dec/jnz, short or near. */
@@ -514,18 +534,25 @@ static void item_jcxz(struct fz_gen *g)
 
 static void item_jmp(struct fz_gen *g)
 {
-	size_t at;
+	bool data16 = false;
+	size_t at, resume;
 
-	fz_noise_prefix(g);
-	if (!fz_below(g, 4))
-		e8(g, 0x48);	/* REX.W: no effect on a near jump */
 	if (fz_below(g, 2)) {
+		data16 = fz_data16(g, &resume);
+		fz_noise_prefix(g);
+		if (data16)
+			e8(g, 0x66);
 		e8(g, 0xeb);
 		at = g->len;
 		e8(g, 0);
 		fz_junk(g);
 		fz_land8(g, at);
+		if (data16)
+			fz_land32(g, resume);
 	} else {
+		fz_noise_prefix(g);
+		if (!fz_below(g, 4))
+			e8(g, 0x48);	/* REX.W: no effect on a near jump */
 		e8(g, 0xe9);
 		at = g->len;
 		e32(g, 0);
