@@ -55,17 +55,26 @@
  * bytes at that IP are still the same (one short user read). That covers
  * execve, mmap/munmap and self-modifying code without hooking any of them.
  *
+ * Prefixes. The CPU reads up to 15 bytes of prefixes and ignores a REX
+ * that another prefix follows; the kernel's decoder stops at four distinct
+ * legacy prefixes and takes REX only right before the opcode. The
+ * classifier first rewrites the prefixes as the CPU reads them
+ * (ds_emu_canon_prefixes()), so that "48 66 9c" is a PUSHW and "26 2e 36 3e
+ * 64 9c" a PUSHF. Instruction bytes are read up to the end of their page
+ * first, and from the next page only when the instruction goes on there:
+ * the trace touches no page the program does not.
+ *
  * Decoding ahead. The trap comes after the instruction ran, and an
  * instruction may have overwritten its own bytes: a PUSHF whose stack
  * overlaps it turns into other bytes, and its pushed TF would go
  * uncorrected. So each single-step trap also decodes the instruction at the
  * IP it returns to (ds_emu_predecode(), through the cache: still one user
  * read per step) and keeps a copy in ds_emu_task::next; the next trap uses
- * that copy if the task returned to that IP without being switched out since
- * (a fault that restarts the instruction, an interrupt), and reads the bytes
- * otherwise: a debugger writes code only while the task is stopped. A
- * program that modifies its own code is then traced exactly, unless it
- * sleeps in a fault on that instruction. Code another thread writes while
+ * that copy if the task returned to that IP without giving up the CPU since
+ * (a fault that restarts the instruction, an interrupt, a preemption), and
+ * reads the bytes otherwise: a debugger writes code only while the task is
+ * stopped. A program that modifies its own code is then traced exactly,
+ * unless it sleeps in a fault on that instruction. Code another thread writes while
  * this one runs it, without the serialisation the SDM asks for
  * (cross-modifying code), may run in its old or new form on real CPUs too;
  * the trap may then decode either.
@@ -128,6 +137,10 @@
 #define DS_EMU_OP_LJMP		0xea
 #define DS_EMU_OP_JMP8		0xeb
 #define DS_EMU_OP_GRP5		0xff	/* /2 call, /3 lcall, /4 jmp, /5 ljmp */
+#define DS_EMU_OP_XOP		0x8f	/* POP r/m, or AMD's XOP escape */
+#define DS_EMU_OP_MOV_LOAD	0x8b	/* mov r, r/m: measures a ModRM */
+#define DS_EMU_XOP_MAP_MASK	0x1f
+#define DS_EMU_XOP_MAP_FIRST	8
 #define DS_EMU_SREG_SS		2	/* ModRM.reg of mov Sreg */
 #define DS_EMU_GRP5_CALL	2
 #define DS_EMU_GRP5_LJMP	5
@@ -330,17 +343,130 @@ static void ds_emu_kind_one_byte(const struct insn *insn,
  *
  * Return: 0, or -EINVAL if the bytes do not decode.
  */
+static bool ds_emu_legacy_prefix(u8 b)
+{
+	switch (b) {
+	case 0x26: case 0x2e: case 0x36: case 0x3e: case 0x64: case 0x65:
+	case 0x66: case 0x67: case 0xf0: case 0xf2: case 0xf3:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * The prefixes as the CPU reads them. The kernel's decoder keeps at most
+ * four different legacy prefixes and takes REX only right before the
+ * opcode; the CPU takes any number up to the 15-byte limit and ignores a
+ * REX that another prefix follows. So "48 66 9c" is PUSHW and "26 2e 36 3e
+ * 64 9c" is PUSHF, where the decoder would see opcodes 66 and 64. Rewrite
+ * the prefixes into @out as what matters to the trace: operand size,
+ * address size, the last of F2/F3, then the REX that counts (segment
+ * overrides and LOCK change no branch and no flags). Returns how many
+ * bytes shorter @out is than @buf, or -EINVAL without an opcode.
+ */
+static int ds_emu_canon_prefixes(const u8 *buf, int size, bool mode64,
+				 u8 *out, int *out_size, int *out_prefixes)
+{
+	bool opsize = false, adsize = false;
+	u8 rep = 0, rex = 0;
+	int i, n = 0;
+
+	for (i = 0; i < size; i++) {
+		if (mode64 && (buf[i] & 0xf0) == 0x40) {
+			rex = buf[i];
+			continue;
+		}
+		if (!ds_emu_legacy_prefix(buf[i]))
+			break;
+		rex = 0;
+		if (buf[i] == 0x66)
+			opsize = true;
+		else if (buf[i] == 0x67)
+			adsize = true;
+		else if (buf[i] == 0xf2 || buf[i] == 0xf3)
+			rep = buf[i];
+	}
+	if (i == size)
+		return -EINVAL;
+	if (opsize)
+		out[n++] = 0x66;
+	if (adsize)
+		out[n++] = 0x67;
+	if (rep)
+		out[n++] = rep;
+	if (rex)
+		out[n++] = rex;
+	memcpy(out + n, buf + i, size - i);
+	*out_size = n + size - i;
+	*out_prefixes = n;
+	return i - n;
+}
+
+/*
+ * The length of an AMD XOP instruction (8F with a map of 8 or more where
+ * POP r/m would have one of 0-7) at @buf, after @prefixes prefix bytes, or
+ * -EINVAL. The kernel's decoder does not know XOP; no XOP instruction
+ * branches or touches the flags' TF, but the length must be right for the
+ * decode cache and the MOV SS shadow. ModRM, SIB and displacement are
+ * measured on a MOV r, r/m with the same ModRM bytes.
+ */
+static int ds_emu_xop_len(const u8 *buf, int size, int prefixes, bool mode64)
+{
+	/* immediate bytes of maps 8, 9 and 0xa */
+	static const u8 xop_imm[] = { 1, 0, 4 };
+	int map, i, n = 0, modrm_len;
+	u8 mov[MAX_INSN_SIZE];
+	struct insn insn;
+
+	if (prefixes + 4 >= size)
+		return -EINVAL;
+	map = buf[prefixes + 1] & DS_EMU_XOP_MAP_MASK;
+	if (map < DS_EMU_XOP_MAP_FIRST ||
+	    map >= DS_EMU_XOP_MAP_FIRST + ARRAY_SIZE(xop_imm))
+		return -EINVAL;
+	for (i = 0; i < prefixes; i++)
+		if (buf[i] == 0x67)
+			mov[n++] = 0x67;
+	mov[n++] = DS_EMU_OP_MOV_LOAD;
+	memcpy(mov + n, buf + prefixes + 4, size - prefixes - 4);
+	if (insn_decode(&insn, mov, n + size - prefixes - 4,
+			mode64 ? INSN_MODE_64 : INSN_MODE_32))
+		return -EINVAL;
+	modrm_len = insn.length - n;
+	return prefixes + 4 + modrm_len +
+	       xop_imm[map - DS_EMU_XOP_MAP_FIRST];
+}
+
 static int ds_emu_classify(const u8 *buf, int size, bool mode64,
 			   struct ds_emu_insn *out)
 {
+	int removed, canon_size, prefixes, len;
+	u8 canon[MAX_INSN_SIZE];
 	struct insn insn;
 	u8 op;
 
-	if (insn_decode(&insn, buf, size,
+	removed = ds_emu_canon_prefixes(buf, size, mode64, canon, &canon_size,
+					&prefixes);
+	if (removed < 0)
+		return -EINVAL;
+	if (canon[prefixes] == DS_EMU_OP_XOP && prefixes + 1 < canon_size &&
+	    (canon[prefixes + 1] & DS_EMU_XOP_MAP_MASK) >= DS_EMU_XOP_MAP_FIRST) {
+		len = ds_emu_xop_len(canon, canon_size, prefixes, mode64);
+		if (len < 0)
+			return len;
+		out->len = len + removed;
+		out->addr_bytes = 0;
+		out->mode64 = mode64;
+		out->cond = 0;
+		out->kind = DS_EMU_OTHER;
+		return 0;
+	}
+	if (insn_decode(&insn, canon, canon_size,
 			mode64 ? INSN_MODE_64 : INSN_MODE_32))
 		return -EINVAL;
 
-	out->len = insn.length;
+	out->len = insn.length + removed;
 	out->addr_bytes = insn.addr_bytes;
 	out->mode64 = mode64;
 	out->cond = 0;
@@ -463,17 +589,39 @@ static struct ds_emu_insn *ds_emu_slot(struct ds_emu_task *st,
 }
 
 /*
+ * May the bytes at @ip be read as ptrace reads them? Only in executable
+ * mappings (execute-only code), and never device memory, whose reads may
+ * have side effects the untraced program would not cause.
+ */
+static bool ds_emu_code_mapping(unsigned long ip)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	bool ok;
+
+	if (!mm)
+		return false;
+	mmap_read_lock(mm);
+	vma = vma_lookup(mm, ip);
+	ok = vma && (vma->vm_flags & VM_EXEC) &&
+	     !(vma->vm_flags & (VM_IO | VM_PFNMAP));
+	mmap_read_unlock(mm);
+	return ok;
+}
+
+/*
  * Read up to @len instruction bytes at @ip; returns how many. Execute-only
  * code (a protection key that denies reads) cannot be copied from user
  * mode, but ptrace reads it through the page tables, and so do we: without
- * the bytes neither the record nor the TF correction could be done.
+ * the bytes neither the record nor the TF correction could be done. The
+ * callers never read past the page of @ip unless the instruction goes on
+ * there, so no page the program does not touch is faulted in.
  */
 static int ds_emu_read(u8 *buf, unsigned long ip, int len)
 {
 	int n = len - copy_from_user(buf, (const void __user *)ip, len);
 
-	/* Short: the end of a mapping, or the next page is execute-only. */
-	if (n == len)
+	if (n == len || !ds_emu_code_mapping(ip + n))
 		return n;
 	return max(n, access_process_vm(current, ip, buf, len, FOLL_FORCE));
 }
@@ -502,8 +650,16 @@ static const struct ds_emu_insn *ds_emu_lookup(struct ds_emu_task *st,
 	}
 	st->misses++;
 	e->len = 0;
-	/* An instruction near the end of a mapping is shorter than the max. */
-	n = ds_emu_read(buf, ip, MAX_INSN_SIZE);
+	/*
+	 * The bytes up to the end of the page first: only an instruction that
+	 * goes on into the next page (and so made the CPU fetch from it)
+	 * reads there too.
+	 */
+	n = ds_emu_read(buf, ip, min_t(unsigned long, MAX_INSN_SIZE,
+				       PAGE_SIZE - offset_in_page(ip)));
+	if (n && ds_emu_classify(buf, n, mode64, e) && n < MAX_INSN_SIZE &&
+	    !offset_in_page(ip + n))
+		n += ds_emu_read(buf + n, ip + n, MAX_INSN_SIZE - n);
 	if (!n || ds_emu_classify(buf, n, mode64, e)) {
 		e->len = 0;
 		return NULL;
@@ -513,10 +669,15 @@ static const struct ds_emu_insn *ds_emu_lookup(struct ds_emu_task *st,
 	return e;
 }
 
-/* Context switches of the current task so far, voluntary or not. */
+/*
+ * Times the current task gave up the CPU so far: ptrace stops and sleeps.
+ * Preemption does not count; while the task is preempted another thread
+ * may write its code only as cross-modifying code, which the SDM leaves
+ * unordered without a serialising instruction in this task.
+ */
 static unsigned long ds_emu_switches(void)
 {
-	return current->nvcsw + current->nivcsw;
+	return current->nvcsw;
 }
 
 /*
@@ -537,10 +698,10 @@ static void ds_emu_predecode(struct ds_emu_task *st, struct pt_regs *regs)
 
 /*
  * Is st->next still the instruction the task returns to? It was decoded
- * at that IP, and the task was not switched out since: a ptrace stop, the
- * only time a debugger writes the code, and a sleep, while another thread
- * may write it, both switch the task out. A fault or an interrupt before
- * the instruction ran keeps it.
+ * at that IP, and the task did not give up the CPU since: a ptrace stop,
+ * the only time a debugger writes the code, and a sleep, while another
+ * thread may write it, both do. A fault, an interrupt or a preemption
+ * before the instruction ran keeps it.
  */
 static bool ds_emu_next_holds(struct ds_emu_task *st)
 {
