@@ -334,15 +334,6 @@ static void ds_emu_kind_one_byte(const struct insn *insn,
 	}
 }
 
-/**
- * ds_emu_classify() - decode one instruction for the branch trace
- * @buf:    the instruction bytes
- * @size:   bytes available at @buf
- * @mode64: decode in 64-bit mode, else in 32-bit mode
- * @out:    filled in: everything but @ip and @bytes
- *
- * Return: 0, or -EINVAL if the bytes do not decode.
- */
 static bool ds_emu_legacy_prefix(u8 b)
 {
 	switch (b) {
@@ -438,6 +429,15 @@ static int ds_emu_xop_len(const u8 *buf, int size, int prefixes, bool mode64)
 	       xop_imm[map - DS_EMU_XOP_MAP_FIRST];
 }
 
+/**
+ * ds_emu_classify() - decode one instruction for the branch trace
+ * @buf:    the instruction bytes
+ * @size:   bytes available at @buf
+ * @mode64: decode in 64-bit mode, else in 32-bit mode
+ * @out:    filled in: everything but @ip and @bytes
+ *
+ * Return: 0, or -EINVAL if the bytes do not decode.
+ */
 static int ds_emu_classify(const u8 *buf, int size, bool mode64,
 			   struct ds_emu_insn *out)
 {
