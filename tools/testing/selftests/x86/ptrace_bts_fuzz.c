@@ -235,14 +235,22 @@ static int fz_reg(struct fz_gen *g, unsigned int avoid)
 	return r;
 }
 
-/* A prefix that means nothing to the instruction after it. */
+/*
+ * Prefixes that mean nothing to the instruction after them: up to six
+ * segment overrides and F2/F3 (more distinct ones than the kernel's decoder
+ * keeps), maybe after a REX, which the CPU ignores when a prefix follows.
+ */
 static void fz_noise_prefix(struct fz_gen *g)
 {
 	static const uint8_t prefixes[] = { 0x2e, 0x3e, 0x26, 0x36, 0xf2, 0xf3 };
+	unsigned int n;
 
-	if (fz_below(g, 4))
+	if (fz_below(g, 3))
 		return;
-	e8(g, prefixes[fz_below(g, sizeof(prefixes))]);
+	if (!g->compat && !fz_below(g, 3))
+		e8(g, 0x40 + fz_below(g, 16));
+	for (n = 1 + fz_below(g, 6); n; n--)
+		e8(g, prefixes[fz_below(g, sizeof(prefixes))]);
 }
 
 /*
@@ -774,6 +782,7 @@ static void item_flags(struct fz_gen *g)
 
 	switch (fz_below(g, 4)) {
 	case 0:	/* a round trip through a register, CF PF AF ZF flipped */
+		fz_noise_prefix(g);
 		e8(g, 0x9c);
 		fz_rex(g, false, 0, reg, false);
 		e8(g, 0x58 + (reg & 7));
@@ -784,11 +793,15 @@ static void item_flags(struct fz_gen *g)
 		e8(g, fz_rand(g) & 0x55);
 		fz_rex(g, false, 0, reg, false);
 		e8(g, 0x50 + (reg & 7));
+		fz_noise_prefix(g);
 		e8(g, 0x9d);
 		break;
 	case 1:	/* 16-bit */
-		EMIT(g, "\x66\x9c");
+		e8(g, 0x66);
+		fz_noise_prefix(g);
+		e8(g, 0x9c);
 		fz_alu(g, 0);
+		fz_noise_prefix(g);
 		EMIT(g, "\x66\x9d");
 		break;
 	default:	/* TF on, a few instructions, TF off */
@@ -796,8 +809,10 @@ static void item_flags(struct fz_gen *g)
 		fz_filler(g, 0, 2);
 		if (fz_below(g, 2))
 			item_jcc(g);
-		if (fz_below(g, 2))
+		if (fz_below(g, 2)) {
+			fz_noise_prefix(g);
 			EMIT(g, "\x9c\x58");	/* the program sees its TF */
+		}
 		if (fz_below(g, 2))
 			item_call(g);
 		fz_tf_off(g);
