@@ -1762,6 +1762,183 @@ TEST_F(bts, pushf_over_itself)
 	munmap(c.code, 4096);
 }
 
+#ifdef __x86_64__
+/*
+ * Execute-only code: a protection key that denies data access keeps the
+ * tracee, and the kernel acting for it (copy_from_user()), from reading
+ * the page it runs. The emulated backend must still decode each step
+ * there, to record the branches and to take the forced TF out of what
+ * PUSHF stores.
+ *
+ *	int3				<- start
+ *	xor %eax, %eax
+ *	mov $5, %ecx
+ * loop:
+ *	add %ecx, %eax
+ *	dec %ecx
+ * jnz:
+ *	jnz loop			taken 4 times
+ * call:
+ *	call sub
+ * back:
+ *	pushf				the flags the program sees
+ *	pop %rdx
+ * jmp:
+ *	jmp end
+ *	nop
+ * end:
+ *	int3				<- end
+ *	ret
+ * sub:
+ *	add $100, %eax
+ * ret:
+ *	ret
+ */
+static const unsigned char xonly_code[] = {
+	0xcc,				/* 0: int3 */
+	0x31, 0xc0,			/* 1: xor %eax, %eax */
+	0xb9, 0x05, 0x00, 0x00, 0x00,	/* 3: mov $5, %ecx */
+	0x01, 0xc8,			/* 8: add %ecx, %eax */
+	0xff, 0xc9,			/* 10: dec %ecx */
+	0x75, 0xfa,			/* 12: jnz 8 */
+	0xe8, 0x0b, 0x00, 0x00, 0x00,	/* 14: call 30 */
+	0x9c,				/* 19: pushf */
+	0x5a,				/* 20: pop %rdx */
+	0xeb, 0x01,			/* 21: jmp 24 */
+	0x90,				/* 23: nop */
+	0xcc,				/* 24: int3 */
+	0xc3,				/* 25: ret */
+	0x90, 0x90, 0x90, 0x90,		/* 26: padding */
+	0x83, 0xc0, 0x64,		/* 30: add $100, %eax */
+	0xc3,				/* 33: ret */
+};
+
+#define XONLY_START	1
+#define XONLY_LOOP	8
+#define XONLY_JNZ	12
+#define XONLY_CALL	14
+#define XONLY_BACK	19
+#define XONLY_JMP	21
+#define XONLY_END	25
+#define XONLY_SUB	30
+#define XONLY_RET	33
+/* The loop's jnz is taken for ecx = 4, 3, 2, 1. */
+#define XONLY_LOOPS	4
+/* 5 + 4 + 3 + 2 + 1 in the loop, 100 in sub. */
+#define XONLY_SUM	115
+
+/* Exit statuses of xonly_routine when the page cannot be made exec-only. */
+#define XONLY_NO_PKEY		92
+#define XONLY_NO_MPROTECT	93
+#define XONLY_STILL_READABLE	94
+
+/* Is there PKU in CPUID (whether or not the kernel turned it on)? */
+static bool cpu_has_pku(void)
+{
+	unsigned int eax, ebx, ecx, edx;
+
+	if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx))
+		return false;
+	return ecx & bit_PKU;
+}
+
+/*
+ * Make the page at @code execute-only for this thread, prove that the
+ * kernel cannot read it for us either, then run it.
+ */
+static void xonly_routine(unsigned long code)
+{
+	int pkey, fds[2];
+
+	pkey = pkey_alloc(0, PKEY_DISABLE_ACCESS);
+	if (pkey < 0)
+		_exit(XONLY_NO_PKEY);
+	if (pkey_mprotect((void *)code, getpagesize(), PROT_EXEC, pkey))
+		_exit(XONLY_NO_MPROTECT);
+	/* write() copies from the page with copy_from_user(), as the trap would */
+	if (pipe(fds) || write(fds[1], (void *)code, 1) != -1 ||
+	    errno != EFAULT)
+		_exit(XONLY_STILL_READABLE);
+	((void (*)(void))code)();
+	_exit(0);
+}
+
+/*
+ * Run the code at @code in a new tracee, traced or not, from its first
+ * int3 to its last; the registers there go to @regs.
+ */
+static void xonly_run(struct __test_metadata *_metadata, pid_t *pid,
+		      unsigned char *code, bool traced,
+		      struct user_regs_struct *regs)
+{
+	const struct branch exp[] = {
+		{ (char *)code + XONLY_JNZ, (char *)code + XONLY_LOOP },
+		{ (char *)code + XONLY_JNZ, (char *)code + XONLY_LOOP },
+		{ (char *)code + XONLY_JNZ, (char *)code + XONLY_LOOP },
+		{ (char *)code + XONLY_JNZ, (char *)code + XONLY_LOOP },
+		{ (char *)code + XONLY_CALL, (char *)code + XONLY_SUB },
+		{ (char *)code + XONLY_RET, (char *)code + XONLY_BACK },
+		{ (char *)code + XONLY_JMP, (char *)code + XONLY_END - 1 },
+	};
+	int status;
+
+	*pid = spawn(_metadata, xonly_routine, (unsigned long)code, 0);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, *pid, NULL, 0));
+	ASSERT_EQ(*pid, waitpid(*pid, &status, __WALL));
+	ASSERT_TRUE(WIFSTOPPED(status)) {
+		TH_LOG("tracee exited with %d: no execute-only page",
+		       WEXITSTATUS(status));
+	}
+	ASSERT_EQ(SIGTRAP, WSTOPSIG(status));
+	ASSERT_EQ((unsigned long)code + XONLY_START, get_ip(_metadata, *pid));
+	if (traced)
+		ASSERT_EQ(0, bts_config(_metadata, *pid, 16 * BTS_REC,
+					BTS_TRACE_ALLOC, 0));
+	cont_to(_metadata, *pid, 0, (char *)code + XONLY_END);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_GETREGS, *pid, NULL,
+				(unsigned long)regs));
+	if (traced)
+		check_trace(_metadata, *pid, exp, ARRAY_SIZE(exp));
+	kill(*pid, SIGKILL);
+	waitpid(*pid, NULL, __WALL);
+	*pid = 0;
+}
+
+/*
+ * Code the program cannot read (a protection key denies access, the page
+ * is PROT_EXEC only) is traced as any other: every branch recorded, and
+ * the program computes what it computes untraced, the flags PUSHF stored
+ * included. The kernel reads the instructions through the page tables,
+ * as ptrace does.
+ */
+TEST_F(bts, exec_only_code)
+{
+	struct user_regs_struct plain, traced;
+	unsigned char *code;
+
+	if (!cpu_has_pku())
+		SKIP(return, "no protection keys on this CPU: runs in 'tcg'");
+	code = mmap(NULL, getpagesize(), PROT_READ | PROT_WRITE | PROT_EXEC,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_TRUE(code != MAP_FAILED);
+	memcpy(code, xonly_code, sizeof(xonly_code));
+	xonly_run(_metadata, &self->pid, code, false, &plain);
+	xonly_run(_metadata, &self->pid, code, true, &traced);
+	EXPECT_EQ(XONLY_SUM, plain.rax);
+	EXPECT_EQ(plain.rax, traced.rax);
+	EXPECT_EQ(plain.rcx, traced.rcx);
+	/* the pushed flags: the forced TF must not show */
+	EXPECT_EQ(0, traced.rdx & X86_EFLAGS_TF);
+	EXPECT_EQ(plain.rdx, traced.rdx) {
+		TH_LOG("pushed flags %#llx traced, %#llx untraced",
+		       traced.rdx, plain.rdx);
+	}
+	EXPECT_EQ(plain.eflags, traced.eflags);
+	EXPECT_EQ(plain.rsp, traced.rsp);
+	munmap(code, getpagesize());
+}
+#endif
+
 /* ---- Buffer full: wrap-around and signal on overflow ---- */
 
 /* A small buffer keeps exactly the newest records. */
