@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -69,9 +70,15 @@
 #ifdef __x86_64__
 # define REGS_IP(r)	((r).rip)
 # define REGS_IP_OFF	offsetof(struct user_regs_struct, rip)
+# define REG_AX		rax
+# define REG_CX		rcx
+# define REG_SP		rsp
 #else
 # define REGS_IP(r)	((r).eip)
 # define REGS_IP_OFF	offsetof(struct user_regs_struct, eip)
+# define REG_AX		eax
+# define REG_CX		ecx
+# define REG_SP		esp
 #endif
 
 void *bts_fault_addr;
@@ -1938,6 +1945,197 @@ TEST_F(bts, exec_only_code)
 	munmap(code, getpagesize());
 }
 #endif
+
+/* ---- uprobes ---- */
+
+#define TRACEFS		"/sys/kernel/tracing"
+#define UPROBE_EVENTS	TRACEFS "/uprobe_events"
+#define UPROBE_GROUP	"ptrace_bts"
+#define UPROBE_ENABLE	TRACEFS "/events/" UPROBE_GROUP "/enable"
+
+/* The uprobes on bts_uprobe, and how the kernel runs each instruction. */
+static const struct {
+	const char *name;
+	const char *addr;
+} bts_uprobes[] = {
+	{ "jmp_rel", uprobe_f0 },	/* emulated */
+	{ "mov", uprobe_n0 },		/* out of line */
+	{ "jmp_ind", uprobe_f1 },	/* out of line */
+	{ "call_rel", uprobe_f2 },	/* emulated */
+	{ "ret", uprobe_f4 },		/* out of line */
+};
+
+/* Write @text to the tracefs file @path; 0 or -errno. */
+static int tracefs_write(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_APPEND);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, text, strlen(text));
+	if (n < 0)
+		n = -errno;
+	close(fd);
+	return n < 0 ? n : 0;
+}
+
+/*
+ * The file and file offset of our own code at @addr, from
+ * /proc/self/maps, as uprobe_events wants them; false if not found.
+ */
+static bool file_offset(const void *addr, char *path, size_t size,
+			unsigned long *offset)
+{
+	unsigned long start, end, pgoff, a = (unsigned long)addr;
+	char line[512], file[256];
+	bool found = false;
+	FILE *f;
+
+	f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %255s", &start, &end,
+			   &pgoff, file) != 4 || a < start || a >= end)
+			continue;
+		*offset = a - start + pgoff;
+		snprintf(path, size, "%s", file);
+		found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+/* Disable and delete the probes, also those a failed run left behind. */
+static void uprobes_del(void)
+{
+	char cmd[128];
+	int i;
+
+	tracefs_write(UPROBE_ENABLE, "0");
+	for (i = 0; i < ARRAY_SIZE(bts_uprobes); i++) {
+		snprintf(cmd, sizeof(cmd), "-:%s/%s\n", UPROBE_GROUP,
+			 bts_uprobes[i].name);
+		tracefs_write(UPROBE_EVENTS, cmd);
+	}
+}
+
+/*
+ * Put the uprobes of bts_uprobes on our own binary, mounting tracefs
+ * first if need be; 0, or -ENOENT where the kernel has no uprobe_events.
+ */
+static int uprobes_add(struct __test_metadata *_metadata)
+{
+	char path[256], cmd[512];
+	unsigned long off;
+	int i;
+
+	if (access(UPROBE_EVENTS, F_OK))
+		mount("tracefs", TRACEFS, "tracefs", 0, NULL);
+	if (access(UPROBE_EVENTS, W_OK))
+		return -ENOENT;
+	uprobes_del();
+	for (i = 0; i < ARRAY_SIZE(bts_uprobes); i++) {
+		ASSERT_TRUE(file_offset(bts_uprobes[i].addr, path, sizeof(path),
+					&off));
+		snprintf(cmd, sizeof(cmd), "p:%s/%s %s:%#lx\n", UPROBE_GROUP,
+			 bts_uprobes[i].name, path, off);
+		ASSERT_EQ(0, tracefs_write(UPROBE_EVENTS, cmd)) {
+			TH_LOG("%s: %s", UPROBE_EVENTS, cmd);
+		}
+	}
+	ASSERT_EQ(0, tracefs_write(UPROBE_ENABLE, "1"));
+	return 0;
+}
+
+/* The [uprobes] mapping of @pid, where instructions run out of line. */
+static bool xol_area(pid_t pid, unsigned long *start, unsigned long *end)
+{
+	char path[64], line[512];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, "[uprobes]") &&
+			sscanf(line, "%lx-%lx", start, end) == 2;
+	fclose(f);
+	return found;
+}
+
+/* Run bts_uprobe traced from its start to its end; the registers there. */
+static void uprobe_run(struct __test_metadata *_metadata, pid_t *pid,
+		       struct user_regs_struct *regs)
+{
+	*pid = start_traced(_metadata, bts_uprobe, uprobe_s, 64);
+	/* any SIGTRAP of the probes' steps would stop the tracee early */
+	cont_to(_metadata, *pid, 0, uprobe_e);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_GETREGS, *pid, NULL,
+				(unsigned long)regs));
+}
+
+/*
+ * Branches at uprobes. The kernel emulates a probed direct jmp, call or
+ * jcc: the program never runs it, and neither backend records it. It
+ * runs other probed instructions out of line, in the [uprobes] page, as
+ * a single step of its own: the hardware records a branch there from
+ * the out-of-line copy, the emulated backend records nothing (uprobes
+ * takes the step's #DB first). A probed instruction that is no branch
+ * leaves no record on either. Probed or not, the program runs alike.
+ * Documentation/arch/x86/ptrace-bts.rst, "uprobes".
+ */
+TEST_F(bts, uprobe_steps)
+{
+	static const struct branch plain[] = {
+		{ uprobe_f0, uprobe_t0 }, { uprobe_f1, uprobe_t1 },
+		{ uprobe_f2, uprobe_fn }, { uprobe_f4, uprobe_r2 },
+		{ uprobe_f3, uprobe_t3 },
+	};
+	struct branch exp[3] = {
+		{ NULL, uprobe_t1 }, { NULL, uprobe_r2 },
+		{ uprobe_f3, uprobe_t3 },
+	};
+	struct user_regs_struct unprobed, probed;
+	unsigned long xol_start, xol_end;
+	struct bts_struct rec[16];
+	long n, n_exp = 1, i;
+	int err;
+
+	/* unprobed: every branch */
+	uprobe_run(_metadata, &self->pid, &unprobed);
+	check_trace(_metadata, self->pid, plain, ARRAY_SIZE(plain));
+	kill(self->pid, SIGKILL);
+	waitpid(self->pid, NULL, __WALL);
+	self->pid = 0;
+
+	err = uprobes_add(_metadata);
+	if (err == -ENOENT)
+		SKIP(return, "no uprobe_events in tracefs");
+	uprobe_run(_metadata, &self->pid, &probed);
+	n = sys_ptrace(PTRACE_BTS_DRAIN, self->pid, rec, sizeof(rec));
+	uprobes_del();
+	ASSERT_LE(0, n);
+	if (bts_backend(self->pid) == PTRACE_BTS_BACKEND_HARDWARE) {
+		/* the out-of-line jmp and ret, from the [uprobes] page */
+		n_exp = ARRAY_SIZE(exp);
+		ASSERT_TRUE(xol_area(self->pid, &xol_start, &xol_end));
+		for (i = 0; i < 2 && i < n; i++) {
+			EXPECT_LE(xol_start, rec[i].variant.lbr.from);
+			EXPECT_GT(xol_end, rec[i].variant.lbr.from);
+			exp[i].from = (const char *)(unsigned long)
+				      rec[i].variant.lbr.from;
+		}
+	}
+	check_records(_metadata, rec, n, exp + ARRAY_SIZE(exp) - n_exp,
+		      n_exp);
+	EXPECT_EQ(unprobed.REG_AX, probed.REG_AX);
+	EXPECT_EQ(unprobed.REG_CX, probed.REG_CX);
+	EXPECT_EQ(unprobed.REG_SP, probed.REG_SP);
+}
 
 /* ---- Buffer full: wrap-around and signal on overflow ---- */
 
