@@ -1829,8 +1829,14 @@ static const unsigned char xonly_code[] = {
 #define XONLY_END	25
 #define XONLY_SUB	30
 #define XONLY_RET	33
-/* The loop's jnz is taken for ecx = 4, 3, 2, 1. */
-#define XONLY_LOOPS	4
+/* The branches, as offsets: the loop's jnz is taken for ecx = 4, 3, 2, 1. */
+static const unsigned int xonly_branches[][2] = {
+	{ XONLY_JNZ, XONLY_LOOP }, { XONLY_JNZ, XONLY_LOOP },
+	{ XONLY_JNZ, XONLY_LOOP }, { XONLY_JNZ, XONLY_LOOP },
+	{ XONLY_CALL, XONLY_SUB }, { XONLY_RET, XONLY_BACK },
+	{ XONLY_JMP, XONLY_END - 1 },
+};
+
 /* 5 + 4 + 3 + 2 + 1 in the loop, 100 in sub. */
 #define XONLY_SUM	115
 
@@ -1872,21 +1878,14 @@ static void xonly_routine(unsigned long code)
 
 /*
  * Run the code at @code in a new tracee, traced or not, from its first
- * int3 to its last; the registers there go to @regs.
+ * int3 to its last; the registers there go to @regs, and when traced the
+ * records (at most 16) to @rec, their count to *@n.
  */
 static void xonly_run(struct __test_metadata *_metadata, pid_t *pid,
 		      unsigned char *code, bool traced,
-		      struct user_regs_struct *regs)
+		      struct user_regs_struct *regs, struct bts_struct *rec,
+		      long *n)
 {
-	const struct branch exp[] = {
-		{ (char *)code + XONLY_JNZ, (char *)code + XONLY_LOOP },
-		{ (char *)code + XONLY_JNZ, (char *)code + XONLY_LOOP },
-		{ (char *)code + XONLY_JNZ, (char *)code + XONLY_LOOP },
-		{ (char *)code + XONLY_JNZ, (char *)code + XONLY_LOOP },
-		{ (char *)code + XONLY_CALL, (char *)code + XONLY_SUB },
-		{ (char *)code + XONLY_RET, (char *)code + XONLY_BACK },
-		{ (char *)code + XONLY_JMP, (char *)code + XONLY_END - 1 },
-	};
 	int status;
 
 	*pid = spawn(_metadata, xonly_routine, (unsigned long)code, 0);
@@ -1904,8 +1903,10 @@ static void xonly_run(struct __test_metadata *_metadata, pid_t *pid,
 	cont_to(_metadata, *pid, 0, (char *)code + XONLY_END);
 	ASSERT_EQ(0, sys_ptrace(PTRACE_GETREGS, *pid, NULL,
 				(unsigned long)regs));
-	if (traced)
-		check_trace(_metadata, *pid, exp, ARRAY_SIZE(exp));
+	if (traced) {
+		*n = sys_ptrace(PTRACE_BTS_DRAIN, *pid, rec, 16 * BTS_REC);
+		ASSERT_LE(0, *n);
+	}
 	kill(*pid, SIGKILL);
 	waitpid(*pid, NULL, __WALL);
 	*pid = 0;
@@ -1920,8 +1921,11 @@ static void xonly_run(struct __test_metadata *_metadata, pid_t *pid,
  */
 TEST_F(bts, exec_only_code)
 {
+	struct branch exp[ARRAY_SIZE(xonly_branches)];
 	struct user_regs_struct plain, traced;
+	struct bts_struct rec[16];
 	unsigned char *code;
+	long n = 0, i;
 
 	if (!cpu_has_pku())
 		SKIP(return, "no protection keys on this CPU: runs in 'tcg'");
@@ -1929,8 +1933,13 @@ TEST_F(bts, exec_only_code)
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_TRUE(code != MAP_FAILED);
 	memcpy(code, xonly_code, sizeof(xonly_code));
-	xonly_run(_metadata, &self->pid, code, false, &plain);
-	xonly_run(_metadata, &self->pid, code, true, &traced);
+	for (i = 0; i < ARRAY_SIZE(exp); i++) {
+		exp[i].from = (char *)code + xonly_branches[i][0];
+		exp[i].to = (char *)code + xonly_branches[i][1];
+	}
+	xonly_run(_metadata, &self->pid, code, false, &plain, NULL, NULL);
+	xonly_run(_metadata, &self->pid, code, true, &traced, rec, &n);
+	munmap(code, getpagesize());
 	EXPECT_EQ(XONLY_SUM, plain.rax);
 	EXPECT_EQ(plain.rax, traced.rax);
 	EXPECT_EQ(plain.rcx, traced.rcx);
@@ -1942,7 +1951,7 @@ TEST_F(bts, exec_only_code)
 	}
 	EXPECT_EQ(plain.eflags, traced.eflags);
 	EXPECT_EQ(plain.rsp, traced.rsp);
-	munmap(code, getpagesize());
+	check_records(_metadata, rec, n, exp, ARRAY_SIZE(exp));
 }
 #endif
 
