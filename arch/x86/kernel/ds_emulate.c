@@ -85,7 +85,17 @@
  * the stack pointer as a linear address. Tracing resumes at the first
  * return to user mode with flat segments. A PUSHF in the shadow of the MOV
  * SS or POP SS that loads such a segment keeps the forced TF in the flags
- * it stores. uprobes' out-of-line steps are recorded at the XOL address.
+ * it stores.
+ *
+ * uprobes. A uprobe's INT3 and the single step of its out-of-line (XOL)
+ * copy are kernel entries: the step's #DB goes to uprobes' notifier first
+ * (notify_debug() in exc_debug_user()), which consumes it, so
+ * ds_emu_debug() never sees it and a branch run out of line is not
+ * recorded; the hardware records it, from the XOL address. The step's TF
+ * is uprobes', so the return to the XOL copy forces nothing (the user flags
+ * have TF). Branches uprobes emulates (direct jmp/call, jcc) never run in
+ * user mode and are recorded by neither backend.
+ * Documentation/arch/x86/ptrace-bts.rst, "uprobes", says it for users.
  */
 
 #define pr_fmt(fmt) "ds_emulate: " fmt

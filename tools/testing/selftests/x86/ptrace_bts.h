@@ -51,6 +51,10 @@ extern const char ldtss_s[], ldtss_e[], ldtss_f0[], ldtss_t0[], ldtss_f1[],
 		  ldtss_t1[];
 extern const char movss_s[], movss_e[], movss_f0[], movss_t0[], movss_f1[],
 		  movss_t1[];
+extern const char uprobe_s[], uprobe_e[], uprobe_f0[], uprobe_t0[],
+		  uprobe_n0[], uprobe_f1[], uprobe_t1[], uprobe_f2[],
+		  uprobe_r2[], uprobe_f3[], uprobe_t3[], uprobe_fn[],
+		  uprobe_f4[];
 
 void bts_jmp(void);
 void bts_jcc(void);
@@ -72,6 +76,7 @@ void bts_vex(void);
 void bts_r11(void);
 void bts_syscall_r11(void);
 void bts_movss(void);
+void bts_uprobe(void);
 void bts_ldt_ss(unsigned int sel, unsigned long esp);
 void bts_sleep(void);
 

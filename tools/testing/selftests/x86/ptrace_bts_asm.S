@@ -660,6 +660,40 @@ L(movss_t1)
 L(movss_e)
 	ret
 
+/*
+ * Instructions for uprobes (ptrace_bts.c puts a uprobe on each _f/_n label
+ * but _f3): a direct jmp and call, which the kernel emulates, and a mov, an
+ * indirect jmp and a ret, which it steps out of line. The unprobed jmp at
+ * the end shows that the trace goes on.
+ */
+FUNC(bts_uprobe)
+	int3
+L(uprobe_s)
+	LOADADDR(uprobe_t1, AX)
+L(uprobe_f0)
+	jmp	uprobe_t0
+	ud2
+L(uprobe_t0)
+L(uprobe_n0)
+	mov	AX, CX
+L(uprobe_f1)
+	jmp	*AX
+	ud2
+L(uprobe_t1)
+L(uprobe_f2)
+	call	uprobe_fn
+L(uprobe_r2)
+L(uprobe_f3)
+	jmp	uprobe_t3
+	ud2
+L(uprobe_t3)
+	int3
+L(uprobe_e)
+	ret
+L(uprobe_fn)
+L(uprobe_f4)
+	ret
+
 #ifdef __x86_64__
 /*
  * R11 holding what the flags would be with TF set, while the emulated
