@@ -1494,8 +1494,11 @@ TEST_F(bts, kernel_entries)
 	TRACE_ROUTINE(bts_kentry, kentry_s, kentry_e, exp, ARRAY_SIZE(exp));
 }
 
-/* Install bts_sig_handler with its own restorer, bypassing libc. */
-static void sig_routine(unsigned long unused)
+/*
+ * Install the assembly @handler for @sig with bts_sig_restorer, bypassing
+ * libc, whose own code would add branches to the trace.
+ */
+static void install_asm_handler(int sig, void *handler)
 {
 	struct {
 		void *handler;
@@ -1503,13 +1506,19 @@ static void sig_routine(unsigned long unused)
 		void *restorer;
 		unsigned int mask[2];
 	} ksa = {
-		.handler = (void *)bts_sig_handler,
+		.handler = handler,
 		.flags = SA_SIGINFO | 0x04000000,	/* SA_RESTORER */
 		.restorer = (void *)bts_sig_restorer,
 	};
 
-	if (syscall(SYS_rt_sigaction, SIGUSR1, &ksa, NULL, sizeof(ksa.mask)))
+	if (syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask)))
 		_exit(91);
+}
+
+/* Install bts_sig_handler for SIGUSR1, then run bts_sig. */
+static void sig_routine(unsigned long unused)
+{
+	install_asm_handler(SIGUSR1, (void *)bts_sig_handler);
 	bts_sig();
 }
 
@@ -2833,19 +2842,7 @@ TEST_F(bts, tracee_sets_tf)
 /* Install bts_icebp_handler for SIGTRAP, then run bts_icebp. */
 static void icebp_routine(unsigned long unused)
 {
-	struct {
-		void *handler;
-		unsigned long flags;
-		void *restorer;
-		unsigned int mask[2];
-	} ksa = {
-		.handler = (void *)bts_icebp_handler,
-		.flags = SA_SIGINFO | 0x04000000,	/* SA_RESTORER */
-		.restorer = (void *)bts_sig_restorer,
-	};
-
-	if (syscall(SYS_rt_sigaction, SIGTRAP, &ksa, NULL, sizeof(ksa.mask)))
-		_exit(91);
+	install_asm_handler(SIGTRAP, (void *)bts_icebp_handler);
 	bts_icebp();
 }
 
