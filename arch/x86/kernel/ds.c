@@ -78,6 +78,7 @@
 #include <linux/slab.h>
 #include <linux/smp.h>
 #include <linux/spinlock.h>
+#include <linux/syscore_ops.h>
 #include <linux/timekeeping.h>
 #include <linux/vmalloc.h>
 
@@ -496,12 +497,27 @@ static void ds_buf_reset(struct ds_tracer *tracer)
 	WRITE_ONCE(tracer->paused, false);
 }
 
+/*
+ * Queued when the count crossed the threshold; ds_update() may have changed
+ * the mode since. Take the function and its cookie as one pair, and only
+ * while the pause they announce still holds.
+ */
 static void ds_notify_work(struct irq_work *work)
 {
 	struct ds_tracer *tracer = container_of(work, struct ds_tracer,
 						notify_work);
+	ds_notify_fn notify = NULL;
+	unsigned long flags;
+	void *cookie = NULL;
 
-	tracer->notify(tracer, tracer->cookie);
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	if (tracer->overflow == DS_OVERFLOW_NOTIFY && tracer->paused) {
+		notify = tracer->notify;
+		cookie = tracer->cookie;
+	}
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	if (notify)
+		notify(tracer, cookie);
 }
 
 /* Redirected by the KUnit suite to fail allocations on purpose. */
@@ -710,6 +726,8 @@ static void ds_stage_program(struct ds_cpu *dc, enum ds_kind kind,
 	}
 	part->absmax = base + dc->stage_cap[kind] * rec;
 	part->threshold = base + ds_stage_threshold(dc, kind, tracer) * rec;
+	static_assert(sizeof_field(struct debug_store, pebs_event_reset) ==
+		      sizeof_field(struct ds_tracer, pebs_reset));
 	if (kind == DS_PEBS)
 		memcpy(dc->area->pebs_event_reset, tracer->pebs_reset,
 		       sizeof(tracer->pebs_reset));
@@ -1081,15 +1099,19 @@ static int ds_hw_get(void)
 
 static void ds_hw_put(void)
 {
-	bool last;
-
 	lockdep_assert_held(&ds_mutex);
 
-	spin_lock(&ds_perf_lock);
-	last = !--ds_hw_users;
-	spin_unlock(&ds_perf_lock);
-	if (last)
+	/*
+	 * Count the last user until the teardown is over: ds_perf_reserve()
+	 * looks only at the count, and perf would otherwise map its buffers
+	 * into the CEA slots we are unmapping and load IA32_DS_AREA while we
+	 * clear it.
+	 */
+	if (ds_hw_users == 1)
 		ds_hw_teardown();
+	spin_lock(&ds_perf_lock);
+	ds_hw_users--;
+	spin_unlock(&ds_perf_lock);
 }
 
 /* --- CPU hotplug --- */
@@ -1111,6 +1133,47 @@ static int ds_cpu_offline(unsigned int cpu)
 	local_irq_enable();
 	return 0;
 }
+
+/* --- suspend and resume of the boot CPU --- */
+
+/*
+ * The other CPUs go offline and online again through ds_cpu_offline() and
+ * ds_cpu_online(); the boot CPU stays up and loses IA32_DS_AREA and
+ * DEBUGCTL to the power cycle. Syscore ops run on it alone, interrupts
+ * disabled. Collect as ds_cpu_offline() does, but keep the LVTPC value found
+ * at the first arming: the local APIC's own syscore ops restore what we
+ * programmed.
+ */
+static int ds_syscore_suspend(void)
+{
+	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
+
+	if (!dc->armed)
+		return 0;
+	ds_cpu_unload(dc);
+	WRITE_ONCE(dc->armed, false);
+	ds_hw->write_ds_area(0);
+	return 0;
+}
+
+static void ds_syscore_resume(void)
+{
+	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
+
+	if (!READ_ONCE(ds_hw_active) || dc->armed)
+		return;
+	/* The firmware's DEBUGCTL, not what we wrote before the suspend. */
+	dc->debugctl = ds_hw->read_debugctl() & DS_DEBUGCTL_MASK;
+	ds_hw->write_ds_area(dc->area_hw);
+	ds_hw->arm_pmi();
+	WRITE_ONCE(dc->armed, true);
+	ds_cpu_start(dc, current);
+}
+
+static struct syscore_ops ds_syscore_ops = {
+	.suspend	= ds_syscore_suspend,
+	.resume		= ds_syscore_resume,
+};
 
 /* --- backends --- */
 
@@ -1345,6 +1408,19 @@ static int ds_attach(struct ds_tracer *tracer, struct task_struct *task,
 		err = ds_attach_task(tracer, task);
 	else
 		err = ds_attach_cpu(tracer, cpu);
+	/*
+	 * The hardware was taken after the choice (perf reserves it without
+	 * ds_mutex) or is a CPU tracer's: emulate, as the choice would have.
+	 */
+	if (err == -EBUSY && want == DS_BACKEND_AUTO &&
+	    backend == &ds_hw_backend && task) {
+		backend = ds_choose_backend(tracer->kind, false,
+					    DS_BACKEND_EMULATED);
+		if (!IS_ERR(backend)) {
+			tracer->backend = backend;
+			err = ds_attach_task(tracer, task);
+		}
+	}
 unlock:
 	cpus_read_unlock();
 	mutex_unlock(&ds_mutex);
@@ -1524,14 +1600,17 @@ int ds_update(struct ds_tracer *tracer, const struct ds_config *cfg)
 	mutex_lock(&ds_mutex);
 	/* Collect with the old settings first. */
 	ds_tracer_sync(tracer);
-	/* A notification still queued must not run with the new cookie. */
-	irq_work_sync(&tracer->notify_work);
 	raw_spin_lock_irqsave(&tracer->lock, flags);
 	WRITE_ONCE(tracer->flags, cfg->flags);
 	ds_buf_set_overflow(tracer, cfg);
 	raw_spin_unlock_irqrestore(&tracer->lock, flags);
 	ds_tracer_sync(tracer);
 	mutex_unlock(&ds_mutex);
+	/*
+	 * A notification queued before the change may still be running with
+	 * the old function and cookie; the caller may free that cookie now.
+	 */
+	irq_work_sync(&tracer->notify_work);
 	return 0;
 }
 EXPORT_SYMBOL_GPL(ds_update);
@@ -1861,6 +1940,7 @@ static int __init ds_init(void)
 				ds_cpu_online, ds_cpu_offline);
 	if (ret < 0)
 		return ret;
+	register_syscore_ops(&ds_syscore_ops);
 	pr_info("BTS %s, PEBS %s\n", ds_caps.bts ? "available" : "absent",
 		ds_caps.pebs ? "available" : "absent");
 	return 0;

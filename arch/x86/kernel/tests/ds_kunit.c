@@ -59,6 +59,9 @@ static atomic_t ds_sim_pmis;
 /* The simulated CPU holds its threshold PMI back (skid), for good. */
 static bool ds_sim_skid;
 static atomic_long_t ds_sim_mapped;
+/* perf tries to reserve whenever the allocator unmaps a slot. */
+static bool ds_sim_reserve_at_unmap;
+static int ds_sim_reserve_result;
 
 /* --- the simulated CPU --- */
 
@@ -104,6 +107,11 @@ static void ds_sim_map(void *cea, void *buf, size_t size)
 static void ds_sim_unmap(void *cea, size_t size)
 {
 	atomic_long_sub(size >> PAGE_SHIFT, &ds_sim_mapped);
+	if (!ds_sim_reserve_at_unmap)
+		return;
+	ds_sim_reserve_result = ds_perf_reserve();
+	if (!ds_sim_reserve_result)
+		ds_perf_release();
 }
 
 static const struct ds_hw_ops ds_sim_ops = {
@@ -530,6 +538,28 @@ static void ds_test_perf_refused(struct kunit *test)
 	dt->perf_held = true;
 }
 
+/*
+ * perf reserves while the last hardware tracer's teardown runs: it must be
+ * refused until the slots are unmapped and IA32_DS_AREA is cleared.
+ */
+static void ds_test_perf_during_teardown(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_test *dt = test->priv;
+	struct ds_tracer *tracer;
+
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	ds_sim_reserve_result = 1;
+	ds_sim_reserve_at_unmap = true;
+	ds_test_release(test, tracer);
+	ds_sim_reserve_at_unmap = false;
+	KUNIT_EXPECT_EQ(test, ds_sim_reserve_result, -EBUSY);
+
+	KUNIT_EXPECT_EQ(test, ds_perf_reserve(), 0);
+	dt->perf_held = true;
+}
+
 /* A per-CPU tracer of the allocator first: perf's reservation waits. */
 static void ds_test_perf_after_cpu_tracer(struct kunit *test)
 {
@@ -765,6 +795,24 @@ static void ds_test_auto_falls_back(struct kunit *test)
 	dt->perf_held = true;
 }
 
+/* A CPU tracer holds the staging buffer: a task gets the emulation. */
+static void ds_test_auto_beside_cpu_tracer(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *cpu_tracer, *tracer;
+
+	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
+	cpu_tracer = ds_test_keep(test, ds_request_bts_cpu(0, &cfg));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(cpu_tracer));
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);
+
+	cfg.backend = DS_BACKEND_AUTO;
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).backend,
+			DS_BACKEND_EMULATED);
+}
+
 static void ds_test_no_hardware(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
@@ -891,6 +939,53 @@ static void ds_test_cpu_offline(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, add_cpu(cpu), 0);
 	KUNIT_EXPECT_TRUE(test, dc->armed);
 	KUNIT_EXPECT_PTR_EQ(test, dc->loaded[DS_BTS], tracer);
+}
+
+/*
+ * The boot CPU through a suspend: the syscore ops run on it with interrupts
+ * disabled, and the power cycle in between clears IA32_DS_AREA and our
+ * DEBUGCTL bits. Tracing must go on where it stopped, from the published
+ * state, not from the shadow of what was written before.
+ */
+static void ds_test_syscore_suspend(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	unsigned long area_suspended, area_resumed;
+	u64 ctl_suspended, ctl_resumed, want;
+	struct ds_tracer *tracer;
+	struct ds_cpu *dc;
+	int cpu, stored;
+
+	migrate_disable();
+	cpu = smp_processor_id();
+	dc = per_cpu_ptr(&ds_cpus, cpu);
+	tracer = ds_test_keep(test, ds_request_bts_cpu(cpu, &cfg));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	want = ds_bts_bits(tracer);
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 1), 1);
+
+	local_irq_disable();
+	KUNIT_EXPECT_EQ(test, ds_syscore_ops.suspend(), 0);
+	area_suspended = this_cpu_read(ds_sim_ds_area);
+	ctl_suspended = this_cpu_read(ds_sim_debugctl);
+	/* The power cycle; the kernel puts back the bits it owns. */
+	this_cpu_write(ds_sim_ds_area, 0);
+	this_cpu_write(ds_sim_debugctl, DS_SIM_OTHER_BITS);
+	ds_syscore_ops.resume();
+	area_resumed = this_cpu_read(ds_sim_ds_area);
+	ctl_resumed = this_cpu_read(ds_sim_debugctl);
+	local_irq_enable();
+
+	KUNIT_EXPECT_EQ(test, area_suspended, 0);
+	KUNIT_EXPECT_EQ(test, ctl_suspended, DS_SIM_OTHER_BITS);
+	KUNIT_EXPECT_EQ(test, area_resumed, dc->area_hw);
+	KUNIT_EXPECT_EQ(test, ctl_resumed, DS_SIM_OTHER_BITS | want);
+	stored = ds_sim_run(tracer, 1, 1);
+	migrate_enable();
+	KUNIT_EXPECT_EQ(test, stored, 1);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count, 2);
+	ds_test_expect_branch(test, tracer, 0, 0);
+	ds_test_expect_branch(test, tracer, 1, 1);
 }
 
 /* --- geometry --- */
@@ -1687,6 +1782,58 @@ static void ds_test_update(struct kunit *test)
 	ds_test_expect_branch(test, tracer, 3, 4);
 }
 
+/* A function that must not be called. */
+static void ds_test_notify_never(struct ds_tracer *tracer, void *cookie)
+{
+	struct kunit *test = kunit_get_current_test();
+
+	if (test)
+		KUNIT_FAIL(test, "notified with cookie %p", cookie);
+}
+
+/*
+ * A notification queued at the threshold runs only after ds_update()
+ * changed the mode: it announces nothing then, and must not call the old
+ * function, the new one with the old cookie, or none at all.
+ */
+static void ds_test_update_queued_notify(struct kunit *test)
+{
+	struct ds_tracer *tracer = ds_test_notifier(test, 4, 2);
+	struct ds_test *dt = test->priv, *other;
+	struct ds_config cfg;
+
+	other = kunit_kzalloc(test, sizeof(*other), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, other);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 2), 2);
+	KUNIT_EXPECT_EQ(test, dt->notified, 1);
+
+	/* Still paused; another cookie takes over. */
+	cfg = ds_test_cfg(0);
+	cfg.overflow = DS_OVERFLOW_NOTIFY;
+	cfg.threshold = 2;
+	cfg.notify = ds_test_notify;
+	cfg.cookie = other;
+	KUNIT_EXPECT_EQ(test, ds_update(tracer, &cfg), 0);
+	tracer->notify_work.func(&tracer->notify_work);
+	KUNIT_EXPECT_EQ(test, dt->notified, 1);
+	KUNIT_EXPECT_EQ(test, other->notified, 1);
+
+	/* Wrap-around: no pause left to announce, no function. */
+	cfg = ds_test_cfg(0);
+	KUNIT_EXPECT_EQ(test, ds_update(tracer, &cfg), 0);
+	tracer->notify_work.func(&tracer->notify_work);
+	KUNIT_EXPECT_EQ(test, other->notified, 1);
+
+	/* Notify mode again, below the threshold: nothing to announce. */
+	KUNIT_EXPECT_EQ(test, ds_clear(tracer), 0);
+	cfg.overflow = DS_OVERFLOW_NOTIFY;
+	cfg.threshold = 2;
+	cfg.notify = ds_test_notify_never;
+	KUNIT_EXPECT_EQ(test, ds_update(tracer, &cfg), 0);
+	tracer->notify_work.func(&tracer->notify_work);
+}
+
 /* The emulated backend steps a task only while its tracer records. */
 static void ds_test_emulated_recording(struct kunit *test)
 {
@@ -1720,6 +1867,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_task_vs_cpu),
 	KUNIT_CASE(ds_test_perf_holds),
 	KUNIT_CASE(ds_test_perf_refused),
+	KUNIT_CASE(ds_test_perf_during_teardown),
 	KUNIT_CASE(ds_test_perf_after_cpu_tracer),
 	KUNIT_CASE(ds_test_perf_install),
 	KUNIT_CASE(ds_test_perf_bts_bits),
@@ -1728,11 +1876,13 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_perf_area),
 	KUNIT_CASE(ds_test_perf_restore),
 	KUNIT_CASE(ds_test_auto_falls_back),
+	KUNIT_CASE(ds_test_auto_beside_cpu_tracer),
 	KUNIT_CASE(ds_test_no_hardware),
 	KUNIT_CASE(ds_test_bad_config),
 	KUNIT_CASE(ds_test_bad_handle),
 	KUNIT_CASE(ds_test_cpu_invalid),
 	KUNIT_CASE(ds_test_cpu_offline),
+	KUNIT_CASE(ds_test_syscore_suspend),
 	KUNIT_CASE(ds_test_odd_size),
 	KUNIT_CASE(ds_test_one_record),
 	KUNIT_CASE(ds_test_bad_sizes),
@@ -1760,6 +1910,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_emulated),
 	KUNIT_CASE(ds_test_user_filter),
 	KUNIT_CASE(ds_test_update),
+	KUNIT_CASE(ds_test_update_queued_notify),
 	KUNIT_CASE(ds_test_emulated_recording),
 	{}
 };
