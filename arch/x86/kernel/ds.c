@@ -65,14 +65,18 @@
 #define pr_fmt(fmt) "ds: " fmt
 
 #include <linux/bitfield.h>
+#include <linux/capability.h>
+#include <linux/cred.h>
 #include <linux/cpu.h>
 #include <linux/cpuhotplug.h>
 #include <linux/gfp.h>
 #include <linux/irq_work.h>
 #include <linux/mm.h>
+#include <linux/moduleparam.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/sched.h>
+#include <linux/sched/coredump.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/task.h>
 #include <linux/slab.h>
@@ -131,11 +135,14 @@
  * @bts:	 BTS with the 64-bit format
  * @pebs:	 PEBS with a known record format
  * @pebs_format: IA32_PERF_CAPABILITIES[11:8]
+ * @meltdown:	 user mode can read kernel mappings speculatively, the
+ *		 cpu_entry_area staging buffers included
  */
 struct ds_hw_caps {
 	bool		bts;
 	bool		pebs;
 	unsigned int	pebs_format;
+	bool		meltdown;
 };
 
 /*
@@ -204,7 +211,11 @@ struct ds_tracer {
 	u64			lost;		/* since the last clear */
 	u64			pebs_reset[DS_PEBS_MAX_RESETS];
 
-	/* Locked-memory charge: the mm (grabbed) and the pages. */
+	/*
+	 * Locked-memory charge: the requester's user (referenced) bears it
+	 * against RLIMIT_MEMLOCK, its mm (grabbed) shows it as VmLck.
+	 */
+	struct user_struct	*user;
 	struct mm_struct	*mm;
 	unsigned long		charged;
 
@@ -267,10 +278,18 @@ static unsigned int ds_nr_cpu[DS_NR_KINDS];
 /* The emulated backend and its attached tracers; under ds_mutex. */
 static const struct ds_backend *ds_emulated;
 static unsigned int ds_nr_emulated;
-/* Pages charged to RLIMIT_MEMLOCK by all live tracers. */
-static atomic_long_t ds_charged = ATOMIC_LONG_INIT(0);
 
 static struct ds_hw_caps ds_caps;
+
+/*
+ * Kernel-mode records of per-CPU tracers sit in the staging buffers, which
+ * page table isolation maps into every process: on a CPU affected by
+ * Meltdown any user can read them. Only the administrator may accept that.
+ */
+static bool ds_meltdown_kernel;
+#undef MODULE_PARAM_PREFIX
+#define MODULE_PARAM_PREFIX "ds."
+module_param_named(meltdown_kernel, ds_meltdown_kernel, bool, 0644);
 
 static void ds_cpu_sync(void *unused);
 
@@ -300,6 +319,7 @@ static void ds_msr_probe(struct ds_hw_caps *caps)
 		return;
 
 	caps->bts = boot_cpu_has(X86_FEATURE_BTS);
+	caps->meltdown = boot_cpu_has_bug(X86_BUG_CPU_MELTDOWN);
 	if (!boot_cpu_has(X86_FEATURE_PEBS))
 		return;
 	/* Without PDCM there is no capabilities MSR: format 0. */
@@ -520,41 +540,77 @@ static void ds_notify_work(struct irq_work *work)
 		notify(tracer, cookie);
 }
 
-/* Redirected by the KUnit suite to fail allocations on purpose. */
+/*
+ * Redirected by the KUnit suite to fail allocations on purpose. The memory
+ * cgroup of the requester pays for the pages.
+ */
 static void *ds_buffer_alloc(size_t size)
 {
 	KUNIT_STATIC_STUB_REDIRECT(ds_buffer_alloc, size);
-	return vzalloc(size);
+	return __vmalloc(size, GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 }
 
-static int ds_charge(struct ds_tracer *tracer, size_t bytes)
+/*
+ * Charge the user, as perf, io_uring and BPF do: a budget per mm would be
+ * new with every fork and exec of the requester. CAP_IPC_LOCK lifts the
+ * limit, not the count.
+ */
+static int ds_user_charge(struct user_struct *user, unsigned long pages)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	unsigned long cur = atomic_long_read(&user->locked_vm);
+
+	if (capable(CAP_IPC_LOCK))
+		limit = ULONG_MAX;
+	do {
+		if (pages > limit || cur > limit - pages)
+			return -ENOMEM;
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur,
+					  cur + pages));
+	return 0;
+}
+
+/* The requester's VmLck shows the charge; the limit is the user's. */
+static void ds_mm_show(struct mm_struct *mm, unsigned long pages, bool inc)
+{
+	mmap_write_lock(mm);
+	__account_locked_vm(mm, pages, inc, current, true);
+	mmap_write_unlock(mm);
+}
+
+static int ds_account_mem(struct ds_tracer *tracer, size_t bytes)
 {
 	struct mm_struct *mm = current->mm;
 	unsigned long pages = PFN_UP(bytes);
+	struct user_struct *user;
 	int err;
 
 	/* Kernel threads have no locked-memory limit to charge. */
 	if (!mm)
 		return 0;
-	err = account_locked_vm(mm, pages, true);
+	user = current_user();
+	err = ds_user_charge(user, pages);
 	if (err)
 		return err;
+	tracer->user = get_uid(user);
 	/* The refund must find this mm even after the requester exits. */
 	mmgrab(mm);
 	tracer->mm = mm;
 	tracer->charged = pages;
-	atomic_long_add(pages, &ds_charged);
+	ds_mm_show(mm, pages, true);
 	return 0;
 }
 
-static void ds_refund(struct ds_tracer *tracer)
+static void ds_unaccount_mem(struct ds_tracer *tracer)
 {
-	if (!tracer->mm)
+	if (!tracer->user)
 		return;
-	account_locked_vm(tracer->mm, tracer->charged, false);
-	atomic_long_sub(tracer->charged, &ds_charged);
+	ds_mm_show(tracer->mm, tracer->charged, false);
 	mmdrop(tracer->mm);
 	tracer->mm = NULL;
+	atomic_long_sub(tracer->charged, &tracer->user->locked_vm);
+	free_uid(tracer->user);
+	tracer->user = NULL;
 }
 
 static int ds_buf_alloc(struct ds_tracer *tracer, const struct ds_config *cfg,
@@ -568,13 +624,13 @@ static int ds_buf_alloc(struct ds_tracer *tracer, const struct ds_config *cfg,
 		return 0;
 	}
 	if (charge) {
-		err = ds_charge(tracer, bytes);
+		err = ds_account_mem(tracer, bytes);
 		if (err)
 			return err;
 	}
 	tracer->buf = ds_buffer_alloc(bytes);
 	if (!tracer->buf) {
-		ds_refund(tracer);
+		ds_unaccount_mem(tracer);
 		return -ENOMEM;
 	}
 	tracer->own_buf = true;
@@ -585,7 +641,7 @@ static void ds_tracer_free(struct ds_tracer *tracer)
 {
 	if (tracer->own_buf)
 		vfree(tracer->buf);
-	ds_refund(tracer);
+	ds_unaccount_mem(tracer);
 	kfree(tracer);
 }
 
@@ -596,6 +652,13 @@ static int ds_config_check(enum ds_kind kind, bool per_cpu,
 {
 	if (!cfg || cfg->flags & ~DS_FLAGS_MASK ||
 	    !(cfg->flags & (DS_KERNEL | DS_USER)))
+		return -EINVAL;
+	/*
+	 * A task's tracer serves whoever may read the task's memory, which
+	 * gives no right to the kernel's control flow (perf refuses kernel
+	 * BTS outright).
+	 */
+	if (cfg->flags & DS_KERNEL && !per_cpu)
 		return -EINVAL;
 	/* Scheduling events only make sense for BTS of a task. */
 	if (cfg->flags & DS_TIMESTAMPS && (kind != DS_BTS || per_cpu))
@@ -627,6 +690,9 @@ static struct ds_tracer *ds_tracer_alloc(enum ds_kind kind, bool per_cpu,
 	size = ds_record_size(kind);
 	if (size < 0)
 		return ERR_PTR(size);
+	if (cfg->flags & DS_KERNEL && ds_caps.meltdown &&
+	    !READ_ONCE(ds_meltdown_kernel))
+		return ERR_PTR(-EPERM);
 	if (cfg->size < size || cfg->threshold > cfg->size / size)
 		return ERR_PTR(-EINVAL);
 
@@ -1541,6 +1607,40 @@ int ds_resume(struct ds_tracer *tracer)
 }
 EXPORT_SYMBOL_GPL(ds_resume);
 
+/* Apply the tracer's state to this CPU's hardware if it is loaded here. */
+static void ds_tracer_sync_local(struct ds_tracer *tracer)
+{
+	struct ds_cpu *dc;
+	unsigned long flags;
+
+	local_irq_save(flags);
+	dc = this_cpu_ptr(&ds_cpus);
+	if (dc->armed && dc->loaded[tracer->kind] == tracer)
+		ds_cpu_sync(NULL);
+	local_irq_restore(flags);
+}
+
+void ds_suspend_atomic(struct ds_tracer *tracer)
+{
+	WRITE_ONCE(tracer->suspended, true);
+	if (tracer->backend == &ds_hw_backend)
+		ds_tracer_sync_local(tracer);
+}
+EXPORT_SYMBOL_GPL(ds_suspend_atomic);
+
+void ds_resume_atomic(struct ds_tracer *tracer)
+{
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	WRITE_ONCE(tracer->suspended, false);
+	WRITE_ONCE(tracer->paused, false);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	if (tracer->backend == &ds_hw_backend)
+		ds_tracer_sync_local(tracer);
+}
+EXPORT_SYMBOL_GPL(ds_resume_atomic);
+
 int ds_clear(struct ds_tracer *tracer)
 {
 	unsigned long flags;
@@ -1778,6 +1878,16 @@ void ds_switch_to(struct task_struct *prev, struct task_struct *next)
 	ds_stamp(prev, DS_BTS_TASK_DEPARTS);
 	ds_stamp(next, DS_BTS_TASK_ARRIVES);
 	ds_cpu_start(dc, next);
+}
+
+void ds_exec_thread(void)
+{
+	struct task_struct *task = current;
+
+	if (!READ_ONCE(task->thread.ds_ctx) ||
+	    get_dumpable(task->mm) == SUID_DUMP_USER)
+		return;
+	ds_exit_thread(task);
 }
 
 void ds_fork_thread(struct task_struct *child)

@@ -50,6 +50,8 @@ struct ds_test {
 	const struct ds_backend	*saved_emulated;
 	int			notified;
 	void			*cookie;
+	/* The locked memory of the test's user before the test. */
+	long			user_locked;
 };
 
 static struct ds_hw_caps ds_sim_caps;
@@ -227,7 +229,7 @@ static struct ds_config ds_test_cfg(size_t size)
 	struct ds_config cfg = {
 		.size		= size,
 		.overflow	= DS_OVERFLOW_WRAP,
-		.flags		= DS_USER | DS_KERNEL,
+		.flags		= DS_USER,
 		.backend	= DS_BACKEND_HARDWARE,
 	};
 
@@ -348,11 +350,12 @@ static int ds_test_init(struct kunit *test)
 		kunit_skip(test, "%s", busy);
 
 	test->priv = dt;
+	dt->user_locked = atomic_long_read(&current_user()->locked_vm);
 	ds_test_install(ds_test_full_caps);
 	return 0;
 }
 
-static void ds_test_expect_idle(struct kunit *test)
+static void ds_test_expect_idle(struct kunit *test, struct ds_test *dt)
 {
 	enum ds_kind kind;
 	int cpu;
@@ -360,7 +363,8 @@ static void ds_test_expect_idle(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_hw_users, 0);
 	KUNIT_EXPECT_FALSE(test, ds_hw_active);
 	KUNIT_EXPECT_EQ(test, ds_nr_emulated, 0);
-	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), 0);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&current_user()->locked_vm),
+			dt->user_locked);
 	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), 0);
 	for (kind = 0; kind < DS_NR_KINDS; kind++) {
 		KUNIT_EXPECT_EQ(test, ds_nr_task_hw[kind], 0);
@@ -394,7 +398,7 @@ static void ds_test_exit(struct kunit *test)
 	if (READ_ONCE(ds_emulated))
 		ds_unregister_backend(ds_emulated);
 
-	ds_test_expect_idle(test);
+	ds_test_expect_idle(test, dt);
 
 	mutex_lock(&ds_mutex);
 	ds_hw = &ds_msr_ops;
@@ -402,6 +406,9 @@ static void ds_test_exit(struct kunit *test)
 	WRITE_ONCE(ds_emulated, dt->saved_emulated);
 	mutex_unlock(&ds_mutex);
 }
+
+static void ds_test_use_mm(struct kunit *test, struct mm_struct **mmp);
+static void ds_test_unuse_mm(struct mm_struct *mm);
 
 /* --- a fake emulated backend --- */
 
@@ -1088,16 +1095,19 @@ static void ds_test_caller_buffer(struct kunit *test)
 	struct ds_config cfg = ds_test_cfg(4 * DS_BTS_RECORD_SIZE);
 	struct ds_bts_record *buf;
 	struct ds_tracer *tracer;
+	struct mm_struct *mm;
 
 	buf = kunit_kzalloc(test, cfg.size, GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, buf);
 	cfg.buffer = buf;
+	ds_test_use_mm(test, &mm);
 	tracer = ds_test_task(test, &cfg);
+	KUNIT_EXPECT_EQ(test, mm->locked_vm, 0);
+	ds_test_unuse_mm(mm);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 2), 2);
 	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count, 2);
 	KUNIT_EXPECT_EQ(test, buf[1].from, DS_TEST_FROM + 1);
-	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), 0);
 }
 
 static void ds_test_clear(struct kunit *test)
@@ -1213,6 +1223,49 @@ static void ds_test_suspend_resume(struct kunit *test)
 }
 
 /* --- PEBS --- */
+
+/*
+ * ds_suspend_atomic() from interrupts-off context: the hardware of this
+ * CPU and the emulation stop at once, with no IPI and no sleep.
+ */
+static void ds_test_suspend_atomic(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *hw, *emu;
+	u64 ctl_suspended, ctl_resumed;
+	bool emu_recording;
+
+	migrate_disable();
+	hw = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(hw));
+	local_irq_disable();
+	ds_suspend_atomic(hw);
+	ctl_suspended = this_cpu_read(ds_sim_debugctl);
+	ds_resume_atomic(hw);
+	ctl_resumed = this_cpu_read(ds_sim_debugctl);
+	local_irq_enable();
+	migrate_enable();
+	KUNIT_EXPECT_EQ(test, ctl_suspended, DS_SIM_OTHER_BITS);
+	KUNIT_EXPECT_EQ(test, ctl_resumed, DS_SIM_OTHER_BITS | ds_bts_bits(hw));
+	KUNIT_EXPECT_NE(test, ds_bts_bits(hw), 0);
+	ds_test_release(test, hw);
+
+	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
+	cfg.backend = DS_BACKEND_EMULATED;
+	emu = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(emu));
+	KUNIT_EXPECT_TRUE(test, ds_emulated_recording(current));
+	local_irq_disable();
+	ds_suspend_atomic(emu);
+	emu_recording = ds_emulated_recording(current);
+	local_irq_enable();
+	KUNIT_EXPECT_FALSE(test, emu_recording);
+	KUNIT_EXPECT_EQ(test, ds_emulated_write_bts(current, 1, 2), -ENOSPC);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, emu).status,
+			DS_STATUS_SUSPENDED);
+	ds_resume_atomic(emu);
+	KUNIT_EXPECT_EQ(test, ds_emulated_write_bts(current, 1, 2), 0);
+}
 
 static void ds_test_pebs_reset(struct kunit *test)
 {
@@ -1331,6 +1384,7 @@ static void ds_test_memlock_charge(struct kunit *test)
 	struct ds_config cfg = ds_test_cfg(16 * PAGE_SIZE);
 	unsigned long pages = PFN_UP(cfg.size / DS_BTS_RECORD_SIZE *
 				     DS_BTS_RECORD_SIZE);
+	struct ds_test *dt = test->priv;
 	struct ds_tracer *tracer;
 	struct mm_struct *mm;
 
@@ -1338,11 +1392,52 @@ static void ds_test_memlock_charge(struct kunit *test)
 	tracer = ds_test_task(test, &cfg);
 	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
 	KUNIT_EXPECT_EQ(test, mm->locked_vm, pages);
-	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), pages);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&current_user()->locked_vm),
+			dt->user_locked + pages);
 	ds_test_release(test, tracer);
 	KUNIT_EXPECT_EQ(test, mm->locked_vm, 0);
-	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), 0);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&current_user()->locked_vm),
+			dt->user_locked);
 	ds_test_unuse_mm(mm);
+}
+
+/*
+ * The budget is the user's: a new address space (an exec, a forked
+ * tracer) brings no new one.
+ */
+static void ds_test_memlock_per_user(struct kunit *test)
+{
+	struct rlimit *rlim = &current->signal->rlim[RLIMIT_MEMLOCK];
+	struct ds_config cfg = ds_test_cfg(16 * PAGE_SIZE);
+	struct ds_test *dt = test->priv;
+	struct rlimit saved = *rlim;
+	struct mm_struct *mm, *other;
+	struct ds_tracer *tracer;
+	const struct cred *old;
+	struct cred *cred;
+
+	cred = prepare_creds();
+	KUNIT_ASSERT_NOT_NULL(test, cred);
+	cap_lower(cred->cap_effective, CAP_IPC_LOCK);
+	rlim->rlim_cur = dt->user_locked * PAGE_SIZE + 24 * PAGE_SIZE;
+	old = override_creds(cred);
+
+	ds_test_use_mm(test, &mm);
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	ds_test_unuse_mm(mm);
+	ds_test_use_mm(test, &other);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -ENOMEM);
+	KUNIT_EXPECT_EQ(test, other->locked_vm, 0);
+	ds_test_release(test, tracer);
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	ds_test_release(test, tracer);
+	ds_test_unuse_mm(other);
+
+	revert_creds(old);
+	put_cred(cred);
+	*rlim = saved;
 }
 
 static void ds_test_memlock_limit(struct kunit *test)
@@ -1373,7 +1468,6 @@ static void ds_test_memlock_limit(struct kunit *test)
 	*rlim = saved;
 	put_cred(cred);
 	ds_test_unuse_mm(mm);
-	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), 0);
 }
 
 static void *ds_test_alloc_fails(size_t size)
@@ -1391,7 +1485,6 @@ static void ds_test_memlock_failed_alloc(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -ENOMEM);
 	kunit_deactivate_static_stub(test, ds_buffer_alloc);
 	KUNIT_EXPECT_EQ(test, mm->locked_vm, 0);
-	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), 0);
 	ds_test_unuse_mm(mm);
 }
 
@@ -1639,14 +1732,54 @@ static void ds_test_debugctl_bits(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_test_debugctl(), DS_SIM_OTHER_BITS);
 	ds_test_release(test, tracer);
 
+	/* Kernel mode only: a CPU's tracer. */
 	cfg.flags = DS_KERNEL;
-	tracer = ds_test_task(test, &cfg);
-	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	migrate_disable();
+	tracer = ds_test_keep(test,
+			      ds_request_bts_cpu(smp_processor_id(), &cfg));
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
 	KUNIT_EXPECT_EQ(test, ds_test_debugctl(),
 			DS_SIM_OTHER_BITS | DS_DEBUGCTL_BTS_ON |
 			DEBUGCTLMSR_BTS_OFF_USR);
 	ds_test_release(test, tracer);
 	KUNIT_EXPECT_EQ(test, ds_test_debugctl(), DS_SIM_OTHER_BITS);
+	migrate_enable();
+}
+
+/*
+ * Kernel mode is for CPU tracers only, and where Meltdown would let any
+ * user read the staging buffers, only if the administrator said so.
+ */
+static void ds_test_kernel_policy(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_hw_caps caps = ds_test_full_caps;
+	bool saved = ds_meltdown_kernel;
+	struct ds_tracer *tracer;
+
+	cfg.flags = DS_USER | DS_KERNEL;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
+			-EINVAL);
+	cfg.backend = DS_BACKEND_AUTO;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
+	cfg.backend = DS_BACKEND_HARDWARE;
+
+	caps.meltdown = true;
+	ds_test_install(caps);
+	ds_meltdown_kernel = false;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)), -EPERM);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_cpu(0, &cfg)), -EPERM);
+	cfg.flags = DS_USER;
+	tracer = ds_test_keep(test, ds_request_bts_cpu(0, &cfg));
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	ds_test_release(test, tracer);
+
+	cfg.flags = DS_KERNEL;
+	ds_meltdown_kernel = true;
+	tracer = ds_test_keep(test, ds_request_bts_cpu(0, &cfg));
+	ds_meltdown_kernel = saved;
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
 }
 
 static void ds_test_debugctl_preserved(struct kunit *test)
@@ -1666,7 +1799,7 @@ static void ds_test_debugctl_preserved(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_resume(tracer), 0);
 	KUNIT_EXPECT_EQ(test, ds_test_debugctl() & ~DEBUGCTLMSR_BTF,
 			(DS_SIM_OTHER_BITS & ~DEBUGCTLMSR_BTF) |
-			DS_DEBUGCTL_BTS_ON);
+			DS_DEBUGCTL_BTS_ON | DEBUGCTLMSR_BTS_OFF_OS);
 	ds_test_release(test, tracer);
 	/* Put the bit back on every CPU, as the leak check expects it. */
 	ds_test_install(ds_test_full_caps);
@@ -1750,9 +1883,9 @@ static void ds_test_update(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 4), 4);
 
 	KUNIT_EXPECT_EQ(test, ds_update(NULL, &cfg), -EINVAL);
-	cfg.flags = DS_USER;
-	KUNIT_EXPECT_EQ(test, ds_update(tracer, &cfg), -EINVAL);
 	cfg.flags = DS_USER | DS_KERNEL;
+	KUNIT_EXPECT_EQ(test, ds_update(tracer, &cfg), -EINVAL);
+	cfg.flags = DS_USER;
 	cfg.overflow = DS_OVERFLOW_NOTIFY;
 	KUNIT_EXPECT_EQ(test, ds_update(tracer, &cfg), -EINVAL);
 
@@ -1774,7 +1907,7 @@ static void ds_test_update(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_update(tracer, &cfg), 0);
 	KUNIT_EXPECT_TRUE(test, ds_tracer_recording(tracer));
 	KUNIT_EXPECT_EQ(test, ds_tracer_flags(tracer),
-			DS_USER | DS_KERNEL | DS_TIMESTAMPS);
+			DS_USER | DS_TIMESTAMPS);
 	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 4, 1), 1);
 	geom = ds_test_geom(test, tracer);
 	KUNIT_EXPECT_EQ(test, geom.count, 4);
@@ -1893,10 +2026,12 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_notify_pause_resume),
 	KUNIT_CASE(ds_test_notify_clear),
 	KUNIT_CASE(ds_test_suspend_resume),
+	KUNIT_CASE(ds_test_suspend_atomic),
 	KUNIT_CASE(ds_test_pebs_reset),
 	KUNIT_CASE(ds_test_pebs_formats),
 	KUNIT_CASE(ds_test_pebs_collect),
 	KUNIT_CASE(ds_test_memlock_charge),
+	KUNIT_CASE(ds_test_memlock_per_user),
 	KUNIT_CASE(ds_test_memlock_limit),
 	KUNIT_CASE(ds_test_memlock_failed_alloc),
 	KUNIT_CASE(ds_test_memlock_mm_gone),
@@ -1906,6 +2041,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_late_pmi),
 	KUNIT_CASE(ds_test_switch_collects),
 	KUNIT_CASE(ds_test_debugctl_bits),
+	KUNIT_CASE(ds_test_kernel_policy),
 	KUNIT_CASE(ds_test_debugctl_preserved),
 	KUNIT_CASE(ds_test_emulated),
 	KUNIT_CASE(ds_test_user_filter),
