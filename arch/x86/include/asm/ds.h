@@ -166,7 +166,8 @@ typedef void (*ds_notify_fn)(struct ds_tracer *tracer, void *cookie);
  * @overflow:	 the overflow mode
  * @notify:	 the callback for %DS_OVERFLOW_NOTIFY, NULL otherwise
  * @cookie:	 passed to @notify
- * @flags:	 %DS_KERNEL, %DS_USER (at least one), %DS_TIMESTAMPS (BTS)
+ * @flags:	 %DS_KERNEL (per-CPU tracers only), %DS_USER (at least one),
+ *		 %DS_TIMESTAMPS (BTS of a task)
  * @backend:	 the backend to use
  */
 struct ds_config {
@@ -232,12 +233,15 @@ struct ds_backend {
  * @task: the task to trace; a reference is taken
  * @cfg:  the buffer, overflow mode, filtering and backend
  *
- * The trace covers @task on every CPU it runs on. A child of @task never
- * inherits it; it survives execve(); it stops when @task exits, and the
- * handle stays valid (and readable) until ds_release().
+ * The trace covers @task in user mode on every CPU it runs on. A child of
+ * @task never inherits it; it survives an execve(), but not of an image the
+ * task's user may not read (see ds_exec_thread()); it stops when @task
+ * exits, and the handle stays valid (and readable) until ds_release(). The
+ * caller decides who may see @task's control flow: ptrace asks what
+ * PTRACE_PEEKTEXT asks. The buffer is charged to the requester's user.
  *
  * Context: process context, may sleep.
- * Return: a handle, or ERR_PTR() with -EINVAL (bad @cfg), -EBUSY (@task
+ * Return: a handle, or ERR_PTR() with -EINVAL (bad @cfg, %DS_KERNEL), -EBUSY (@task
  * already has a BTS tracer, a per-CPU BTS tracer exists, or perf holds the
  * Debug Store), -EOPNOTSUPP (no hardware and no emulated backend), -ESRCH
  * (@task is exiting), -ENOMEM (no memory, or RLIMIT_MEMLOCK exceeded without
@@ -255,7 +259,8 @@ struct ds_tracer *ds_request_bts_task(struct task_struct *task,
  *
  * Context: process context, may sleep.
  * Return: a handle, or ERR_PTR() with -EINVAL (bad @cfg or @cpu not
- * possible), -ENODEV (@cpu offline), -EBUSY (@cpu already has a BTS tracer,
+ * possible), -EPERM (%DS_KERNEL on a CPU affected by Meltdown, unless
+ * ds.meltdown_kernel is set), -ENODEV (@cpu offline), -EBUSY (@cpu already has a BTS tracer,
  * a per-task BTS tracer exists, or perf holds the Debug Store),
  * -EOPNOTSUPP (no BTS hardware), -ENOMEM.
  */

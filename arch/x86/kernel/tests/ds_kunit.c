@@ -996,6 +996,88 @@ static void ds_test_syscore_suspend(struct kunit *test)
 	ds_test_expect_branch(test, tracer, 1, 1);
 }
 
+/* --- interrupting CPUs --- */
+
+static atomic_t ds_test_ipis;
+static int ds_test_ipi_cpu;
+
+static void ds_test_sync_cpu(int cpu)
+{
+	atomic_inc(&ds_test_ipis);
+	WRITE_ONCE(ds_test_ipi_cpu, cpu);
+	smp_call_function_single(cpu, ds_cpu_sync, NULL, 1);
+}
+
+static int ds_test_never_runs(void *unused)
+{
+	return 0;
+}
+
+/*
+ * Requests, reads and releases interrupt only the CPU that has the tracer
+ * loaded: a CPU tracer's own, the CPU where a traced task runs, none for a
+ * task that is not running or for an emulated tracer.
+ */
+static void ds_test_ipi_targets(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	int cpu = cpumask_last(cpu_online_mask);
+	struct task_struct *sleeper;
+	struct ds_tracer *tracer;
+	struct ds_geometry geom;
+
+	kunit_activate_static_stub(test, ds_sync_cpu, ds_test_sync_cpu);
+
+	atomic_set(&ds_test_ipis, 0);
+	tracer = ds_test_keep(test, ds_request_bts_cpu(cpu, &cfg));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_get_geometry(tracer, &geom), 0);
+	KUNIT_EXPECT_EQ(test, ds_suspend(tracer), 0);
+	ds_test_release(test, tracer);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_test_ipis), 4);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(ds_test_ipi_cpu), cpu);
+
+	sleeper = kthread_create(ds_test_never_runs, NULL, "ds_test_sleeper");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(sleeper));
+	get_task_struct(sleeper);
+	KUNIT_EXPECT_NE(test, wait_task_inactive(sleeper, TASK_UNINTERRUPTIBLE),
+			0);
+	atomic_set(&ds_test_ipis, 0);
+	tracer = ds_test_keep(test, ds_request_bts_task(sleeper, &cfg));
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	if (!IS_ERR(tracer)) {
+		KUNIT_EXPECT_EQ(test, ds_get_geometry(tracer, &geom), 0);
+		KUNIT_EXPECT_EQ(test, ds_suspend(tracer), 0);
+		KUNIT_EXPECT_EQ(test, ds_resume(tracer), 0);
+		KUNIT_EXPECT_EQ(test, ds_clear(tracer), 0);
+		ds_test_release(test, tracer);
+	}
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_test_ipis), 0);
+	kthread_stop(sleeper);
+	put_task_struct(sleeper);
+
+	migrate_disable();
+	cpu = smp_processor_id();
+	atomic_set(&ds_test_ipis, 0);
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_get_geometry(tracer, &geom), 0);
+	ds_test_release(test, tracer);
+	migrate_enable();
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_test_ipis), 3);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(ds_test_ipi_cpu), cpu);
+
+	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
+	cfg.backend = DS_BACKEND_EMULATED;
+	atomic_set(&ds_test_ipis, 0);
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_get_geometry(tracer, &geom), 0);
+	KUNIT_EXPECT_EQ(test, ds_clear(tracer), 0);
+	ds_test_release(test, tracer);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_test_ipis), 0);
+}
+
 /* --- geometry --- */
 
 static void ds_test_odd_size(struct kunit *test)
@@ -2081,6 +2163,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_cpu_invalid),
 	KUNIT_CASE(ds_test_cpu_offline),
 	KUNIT_CASE(ds_test_syscore_suspend),
+	KUNIT_CASE(ds_test_ipi_targets),
 	KUNIT_CASE(ds_test_odd_size),
 	KUNIT_CASE(ds_test_one_record),
 	KUNIT_CASE(ds_test_bad_sizes),
