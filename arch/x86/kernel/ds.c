@@ -1286,6 +1286,8 @@ static void ds_hw_put(void)
 static int ds_cpu_online(unsigned int cpu)
 {
 	local_irq_disable();
+	/* INIT dropped a PMI owed from before the CPU went offline. */
+	local_set(&this_cpu_ptr(&ds_cpus)->pmi_owed, 0);
 	if (READ_ONCE(ds_hw_active))
 		ds_cpu_arm(this_cpu_ptr(&ds_cpus));
 	local_irq_enable();
@@ -1327,12 +1329,17 @@ static void ds_syscore_resume(void *unused)
 {
 	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
 
+	/* A threshold PMI owed before the power cycle never comes. */
+	local_set(&dc->pmi_owed, 0);
 	if (!READ_ONCE(ds_hw_active) || dc->armed)
 		return;
 	/* The firmware's DEBUGCTL, not what we wrote before the suspend. */
 	dc->debugctl = ds_hw->read_debugctl() & DS_DEBUGCTL_MASK;
 	ds_hw->write_ds_area(dc->area_hw);
-	ds_hw->arm_pmi();
+	/*
+	 * LVTPC needs nothing: lapic_resume(), registered at core_initcall
+	 * and so resumed before us, restored the NMI mode it had at suspend.
+	 */
 	WRITE_ONCE(dc->armed, true);
 	ds_cpu_start(dc, current);
 }
@@ -1458,6 +1465,7 @@ static void ds_unpublish(struct ds_tracer *tracer, struct ds_context **freep)
 /* Stop a tracer for good; its buffer stays readable until ds_release(). */
 static void ds_detach(struct ds_tracer *tracer)
 {
+	struct task_struct *task;
 	struct ds_context *ctx;
 	unsigned long flags;
 
@@ -1480,9 +1488,12 @@ static void ds_detach(struct ds_tracer *tracer)
 		kfree_rcu(ctx, rcu);
 	}
 	ds_backend_stop(tracer);
-	if (tracer->task)
-		put_task_struct(tracer->task);
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	task = tracer->task;
 	tracer->task = NULL;
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	if (task)
+		put_task_struct(task);
 }
 
 static int ds_attach_cpu(struct ds_tracer *tracer, int cpu)
@@ -1868,30 +1879,63 @@ int ds_get_geometry(struct ds_tracer *tracer, struct ds_geometry *geom)
 }
 EXPORT_SYMBOL_GPL(ds_get_geometry);
 
+/* Copy up to @n records from index @first on, oldest first; under @lock. */
+static size_t ds_buf_copy(struct ds_tracer *tracer, size_t first, void *buf,
+			  size_t n)
+{
+	size_t slot, done, chunk;
+
+	lockdep_assert_held(&tracer->lock);
+
+	if (first >= tracer->count)
+		return 0;
+	n = min(n, tracer->count - first);
+	/* The oldest record sits @count slots behind the head. */
+	slot = tracer->head + tracer->capacity - tracer->count + first;
+	if (slot >= tracer->capacity)
+		slot -= tracer->capacity;
+	for (done = 0; done < n; done += chunk) {
+		chunk = min(n - done, tracer->capacity - slot);
+		memcpy(buf + done * tracer->rec_size,
+		       tracer->buf + slot * tracer->rec_size,
+		       chunk * tracer->rec_size);
+		slot = 0;
+	}
+	return n;
+}
+
 ssize_t ds_read_record(struct ds_tracer *tracer, size_t i, void *buf,
 		       size_t size)
 {
 	unsigned long flags;
-	ssize_t ret = -EINVAL;
-	size_t slot;
+	size_t n;
 
 	if (IS_ERR_OR_NULL(tracer) || !buf || size < tracer->rec_size)
 		return -EINVAL;
 
 	raw_spin_lock_irqsave(&tracer->lock, flags);
-	if (i < tracer->count) {
-		/* The oldest record sits @count slots behind the head. */
-		slot = tracer->head + tracer->capacity - tracer->count + i;
-		if (slot >= tracer->capacity)
-			slot -= tracer->capacity;
-		memcpy(buf, tracer->buf + slot * tracer->rec_size,
-		       tracer->rec_size);
-		ret = tracer->rec_size;
-	}
+	n = ds_buf_copy(tracer, i, buf, 1);
 	raw_spin_unlock_irqrestore(&tracer->lock, flags);
-	return ret;
+	return n ? tracer->rec_size : -EINVAL;
 }
 EXPORT_SYMBOL_GPL(ds_read_record);
+
+ssize_t ds_read_records(struct ds_tracer *tracer, size_t first, void *buf,
+			size_t size)
+{
+	unsigned long flags;
+	size_t n;
+
+	if (IS_ERR_OR_NULL(tracer) || !buf || size < tracer->rec_size)
+		return -EINVAL;
+
+	n = min_t(size_t, size, PAGE_SIZE) / tracer->rec_size;
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	n = ds_buf_copy(tracer, first, buf, n);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	return n;
+}
+EXPORT_SYMBOL_GPL(ds_read_records);
 
 static bool ds_pebs_counter_ok(const struct ds_tracer *tracer,
 			       unsigned int counter)
@@ -1941,9 +1985,20 @@ bool ds_tracer_recording(const struct ds_tracer *tracer)
 }
 EXPORT_SYMBOL_GPL(ds_tracer_recording);
 
-struct task_struct *ds_tracer_task(const struct ds_tracer *tracer)
+struct task_struct *ds_tracer_task(struct ds_tracer *tracer)
 {
-	return IS_ERR_OR_NULL(tracer) ? NULL : READ_ONCE(tracer->task);
+	struct task_struct *task;
+	unsigned long flags;
+
+	if (IS_ERR_OR_NULL(tracer))
+		return NULL;
+	/* ds_detach() drops its reference after clearing it, under the lock. */
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	task = tracer->task;
+	if (task)
+		get_task_struct(task);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	return task;
 }
 EXPORT_SYMBOL_GPL(ds_tracer_task);
 

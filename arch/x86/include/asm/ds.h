@@ -386,6 +386,24 @@ ssize_t ds_read_record(struct ds_tracer *tracer, size_t i, void *buf,
 		       size_t size);
 
 /**
+ * ds_read_records() - copy consecutive records out of the trace buffer
+ * @tracer: the handle
+ * @first:  index of the first record, 0 for the oldest
+ * @buf:    destination
+ * @size:   bytes available at @buf
+ *
+ * Copies records @first, @first + 1, ... while they exist and fit in @size,
+ * at most a page of them per call: the copy runs with interrupts disabled.
+ * Does not collect, as ds_read_record().
+ *
+ * Context: any context but NMI.
+ * Return: the number of records copied (0 when @first >= count), or -EINVAL
+ * (bad handle, @size below one record).
+ */
+ssize_t ds_read_records(struct ds_tracer *tracer, size_t first, void *buf,
+			size_t size);
+
+/**
  * ds_set_pebs_reset() - set a PEBS counter reset value
  * @tracer:  a PEBS tracer
  * @counter: counter index, below %DS_PEBS_MAX_RESETS
@@ -438,10 +456,11 @@ bool ds_tracer_recording(const struct ds_tracer *tracer);
  * ds_tracer_task() - the traced task of a per-task tracer
  * @tracer: the handle
  *
- * Return: the task (valid while the tracer is attached), or NULL for a
- * per-CPU or detached tracer.
+ * Context: any context but NMI.
+ * Return: the task with a reference, which the caller drops with
+ * put_task_struct(), or NULL for a per-CPU or detached tracer.
  */
-struct task_struct *ds_tracer_task(const struct ds_tracer *tracer);
+struct task_struct *ds_tracer_task(struct ds_tracer *tracer);
 
 /**
  * ds_tracer_flags() - the %DS_KERNEL, %DS_USER, %DS_TIMESTAMPS flags
@@ -629,6 +648,12 @@ static inline ssize_t ds_read_record(struct ds_tracer *tracer, size_t i,
 	return -EOPNOTSUPP;
 }
 
+static inline ssize_t ds_read_records(struct ds_tracer *tracer, size_t first,
+				      void *buf, size_t size)
+{
+	return -EOPNOTSUPP;
+}
+
 static inline int ds_set_pebs_reset(struct ds_tracer *tracer,
 				    unsigned int counter, u64 value)
 {
@@ -656,7 +681,7 @@ static inline bool ds_tracer_recording(const struct ds_tracer *tracer)
 	return false;
 }
 
-static inline struct task_struct *ds_tracer_task(const struct ds_tracer *tracer)
+static inline struct task_struct *ds_tracer_task(struct ds_tracer *tracer)
 {
 	return NULL;
 }

@@ -271,6 +271,17 @@ static struct ds_tracer *ds_test_task(struct kunit *test,
 	return ds_test_keep(test, ds_request_bts_task(current, cfg));
 }
 
+/* The tracer's task, and the reference ds_tracer_task() took dropped. */
+static void ds_test_expect_task(struct kunit *test, struct ds_tracer *tracer,
+				struct task_struct *want)
+{
+	struct task_struct *task = ds_tracer_task(tracer);
+
+	KUNIT_EXPECT_PTR_EQ(test, task, want);
+	if (task)
+		put_task_struct(task);
+}
+
 static struct ds_geometry ds_test_geom(struct kunit *test,
 				       struct ds_tracer *tracer)
 {
@@ -443,7 +454,7 @@ static void ds_test_request_release(struct kunit *test)
 	struct ds_geometry geom;
 
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
-	KUNIT_EXPECT_PTR_EQ(test, ds_tracer_task(tracer), current);
+	ds_test_expect_task(test, tracer, current);
 	KUNIT_EXPECT_TRUE(test, test_thread_flag(TIF_DS_TRACE));
 	KUNIT_EXPECT_TRUE(test, ds_tracer_recording(tracer));
 	geom = ds_test_geom(test, tracer);
@@ -1173,6 +1184,38 @@ static void ds_test_wrap_order(struct kunit *test)
 			-EINVAL);
 }
 
+/* Batches of records across the wrap, clamped to the count and the size. */
+static void ds_test_read_records(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(8 * DS_BTS_RECORD_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_bts_record recs[10];
+	int i;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 13), 13);
+	/* Collected by the geometry, as every reader does first. */
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count, 8);
+	memset(recs, 0, sizeof(recs));
+	/* Records 5..12 sit at slots 5..7, then 0..4. */
+	KUNIT_EXPECT_EQ(test, ds_read_records(tracer, 0, recs, sizeof(recs)),
+			8);
+	for (i = 0; i < 8; i++)
+		KUNIT_EXPECT_EQ(test, recs[i].from, DS_TEST_FROM + 5 + i);
+	KUNIT_EXPECT_EQ(test, recs[8].from, 0);
+	KUNIT_EXPECT_EQ(test, ds_read_records(tracer, 2, recs,
+					      2 * sizeof(recs[0]) + 1), 2);
+	KUNIT_EXPECT_EQ(test, recs[0].from, DS_TEST_FROM + 7);
+	KUNIT_EXPECT_EQ(test, recs[1].from, DS_TEST_FROM + 8);
+	KUNIT_EXPECT_EQ(test, ds_read_records(tracer, 7, recs, sizeof(recs)),
+			1);
+	KUNIT_EXPECT_EQ(test, recs[0].from, DS_TEST_FROM + 12);
+	KUNIT_EXPECT_EQ(test, ds_read_records(tracer, 8, recs, sizeof(recs)),
+			0);
+	KUNIT_EXPECT_EQ(test, ds_read_records(tracer, 0, recs,
+					      sizeof(recs[0]) - 1), -EINVAL);
+}
+
 static void ds_test_caller_buffer(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(4 * DS_BTS_RECORD_SIZE);
@@ -1645,7 +1688,7 @@ static void ds_test_fork_not_inherited(struct kunit *test)
 	wait_for_completion(&child->done);
 	put_task_struct(child->task);
 	/* The parent's trace is untouched. */
-	KUNIT_EXPECT_PTR_EQ(test, ds_tracer_task(tracer), current);
+	ds_test_expect_task(test, tracer, current);
 	KUNIT_EXPECT_TRUE(test, test_thread_flag(TIF_DS_TRACE));
 }
 
@@ -1670,7 +1713,7 @@ static void ds_test_release_on_exit(struct kunit *test)
 	/* Exit released the hardware; the trace stays until ds_release(). */
 	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).status,
 			DS_STATUS_DETACHED);
-	KUNIT_EXPECT_NULL(test, ds_tracer_task(tracer));
+	ds_test_expect_task(test, tracer, NULL);
 	KUNIT_EXPECT_FALSE(test, ds_tracer_recording(tracer));
 	KUNIT_EXPECT_EQ(test, ds_hw_users, 0);
 	KUNIT_EXPECT_NULL(test, child->task->thread.ds_ctx);
@@ -2169,6 +2212,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_bad_sizes),
 	KUNIT_CASE(ds_test_hw_geometry),
 	KUNIT_CASE(ds_test_wrap_order),
+	KUNIT_CASE(ds_test_read_records),
 	KUNIT_CASE(ds_test_caller_buffer),
 	KUNIT_CASE(ds_test_clear),
 	KUNIT_CASE(ds_test_notify_pause_resume),
