@@ -19,7 +19,6 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +32,7 @@
 #include <linux/ptrace.h>
 
 #include "../kselftest_harness.h"
+#include "ptrace_bts_suspend.h"
 #include "ptrace_bts_util.h"
 
 #define BTS_REC			sizeof(struct bts_struct)
@@ -48,71 +48,13 @@
 /* How long the loop may take to reach its iteration counts. */
 #define POLL_MAX		(60 * 1000000 / POLL_US)
 #define NSEC_PER_SEC		1000000000LL
+/* The tracee changes the counter, the tracer the stop flag, as it runs. */
+#define READ_ONCE(x)		__atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define WRITE_ONCE(x, v)	__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 #define BOOT_CPU		0
-
-#define STR_(x)			#x
-#define STR(x)			STR_(x)
 
 #define SYS_POWER		"/sys/power/"
 #define WAKEALARM		"/sys/class/rtc/rtc0/wakealarm"
-
-/* Shared between the tracer and the tracee (MAP_SHARED). */
-struct loop_state {
-	/* Iterations the tracee started; written by the tracee only. */
-	_Atomic long	iters;
-	/* Set by the tracer: leave the loop at the end of this iteration. */
-	_Atomic long	stop;
-};
-
-/*
- * s3_loop(struct loop_state *s): stop at a breakpoint, then loop: count
- * the iteration, sleep a millisecond, go round again until s->stop is set,
- * then stop at a second breakpoint. Its user-mode branches are one jump
- * from s3_loop_f0 back to s3_loop_t0 per iteration but the last, then one
- * from s3_loop_f1 to s3_loop_t1: n iterations leave n records. The system
- * call's transfers have a kernel end and are not recorded; a sleep that a
- * freeze interrupts restarts in the kernel or comes back to the SYSCALL,
- * neither of which is a user-mode branch.
- */
-extern const char s3_loop_s[], s3_loop_t0[], s3_loop_f0[], s3_loop_f1[],
-		  s3_loop_t1[], s3_loop_e[];
-void s3_loop(struct loop_state *s);
-
-asm(
-	"	.pushsection .text\n"
-	"	.globl	s3_loop\n"
-	"	.type	s3_loop, @function\n"
-	"s3_loop:\n"
-	"	int3\n"
-	"s3_loop_s:\n"
-	"s3_loop_t0:\n"
-	"	incq	(%rdi)\n"
-	"	push	%rdi\n"
-	"	lea	s3_nap(%rip), %rdi\n"
-	"	xor	%esi, %esi\n"
-	"	mov	$" STR(__NR_nanosleep) ", %eax\n"
-	"	syscall\n"
-	"	pop	%rdi\n"
-	"	cmpq	$0, 8(%rdi)\n"
-	"s3_loop_f0:\n"
-	"	je	s3_loop_t0\n"
-	"s3_loop_f1:\n"
-	"	jmp	s3_loop_t1\n"
-	"	ud2\n"
-	"s3_loop_t1:\n"
-	"	int3\n"
-	"s3_loop_e:\n"
-	"	ret\n"
-	"	.size	s3_loop, . - s3_loop\n"
-	"	.globl	s3_loop_s, s3_loop_t0, s3_loop_f0, s3_loop_f1\n"
-	"	.globl	s3_loop_t1, s3_loop_e\n"
-	"	.popsection\n"
-	"	.pushsection .rodata\n"
-	"	.balign	8\n"
-	"s3_nap:\n"			/* struct timespec: 0 s, 1 ms */
-	"	.quad	0, 1000000\n"
-	"	.popsection\n"
-);
 
 /* The backend the run names in PTRACE_BTS_BACKEND; -1 for an unknown name. */
 static int expected_backend(void)
@@ -179,8 +121,8 @@ static bool lists(const char *path, const char *word)
 
 	if (!read_text(path, buf, sizeof(buf)))
 		return false;
-	for (tok = strtok_r(buf, " \n", &save); tok;
-	     tok = strtok_r(NULL, " \n", &save)) {
+	for (tok = strtok_r(buf, "\n ", &save); tok;
+	     tok = strtok_r(NULL, "\n ", &save)) {
 		if (*tok == '[')
 			tok++;
 		tok[strcspn(tok, "]")] = '\0';
@@ -231,12 +173,12 @@ static unsigned long get_ip(pid_t pid)
 }
 
 /* Wait until the tracee's count reaches @iters; false on a timeout. */
-static bool wait_iters(struct loop_state *s, long iters)
+static bool wait_iters(struct s3_loop_state *s, long iters)
 {
 	int i;
 
 	for (i = 0; i < POLL_MAX; i++) {
-		if (atomic_load(&s->iters) >= iters)
+		if (READ_ONCE(s->iters) >= iters)
 			return true;
 		usleep(POLL_US);
 	}
@@ -244,7 +186,7 @@ static bool wait_iters(struct loop_state *s, long iters)
 }
 
 FIXTURE(suspend) {
-	struct loop_state *state;
+	struct s3_loop_state *state;
 	struct bts_struct *recs;
 	pid_t tracee;
 	bool alarm_set;
@@ -293,7 +235,7 @@ FIXTURE_TEARDOWN(suspend)
 
 /* Fork the tracee, pinned to the boot CPU, stopped at s3_loop's start. */
 static pid_t spawn_loop(struct __test_metadata *_metadata,
-			struct loop_state *s)
+			struct s3_loop_state *s)
 {
 	cpu_set_t cpus;
 	int status;
@@ -358,7 +300,7 @@ static void suspend_to_ram(struct __test_metadata *_metadata, bool *alarm_set)
 TEST_F_TIMEOUT(suspend, trace_across_s3, 180)
 {
 	long before, resumed, iters, n, i, succ, fails;
-	struct loop_state *s = self->state;
+	struct s3_loop_state *s = self->state;
 	struct ptrace_bts_config cfg = {
 		.size = TRACE_RECORDS * BTS_REC,
 		.flags = BTS_TRACE_ALLOC,
@@ -379,14 +321,14 @@ TEST_F_TIMEOUT(suspend, trace_across_s3, 180)
 	/* The tracer is live on the boot CPU, in the tracee, when S3 comes. */
 	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, self->tracee, NULL, 0));
 	ASSERT_TRUE(wait_iters(s, ITERS_BEFORE)) {
-		TH_LOG("the loop ran %ld iterations", atomic_load(&s->iters));
+		TH_LOG("the loop ran %ld iterations", READ_ONCE(s->iters));
 	}
 	succ = suspend_stat("success");
 	fails = suspend_stat("fail");
 	slept = slept_ns();
-	before = atomic_load(&s->iters);
+	before = READ_ONCE(s->iters);
 	suspend_to_ram(_metadata, &self->alarm_set);
-	resumed = atomic_load(&s->iters);
+	resumed = READ_ONCE(s->iters);
 	slept = slept_ns() - slept;
 	ksft_print_msg("suspended for %lld ms; %ld iterations before, %ld at the resume\n",
 		       slept / 1000000, before, resumed);
@@ -398,9 +340,9 @@ TEST_F_TIMEOUT(suspend, trace_across_s3, 180)
 	/* Tracing goes on after the resume. */
 	ASSERT_TRUE(wait_iters(s, resumed + ITERS_AFTER)) {
 		TH_LOG("the loop stopped at %ld iterations after the resume",
-		       atomic_load(&s->iters));
+		       READ_ONCE(s->iters));
 	}
-	atomic_store(&s->stop, 1);
+	WRITE_ONCE(s->stop, 1);
 	ASSERT_EQ(self->tracee, waitpid(self->tracee, &status, __WALL));
 	ASSERT_TRUE(WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP) {
 		TH_LOG("tracee status %#x at %#lx, expected the final breakpoint",
@@ -408,7 +350,7 @@ TEST_F_TIMEOUT(suspend, trace_across_s3, 180)
 	}
 	ASSERT_EQ((unsigned long)s3_loop_e, get_ip(self->tracee));
 	EXPECT_EQ(BOOT_CPU, last_cpu(self->tracee));
-	iters = atomic_load(&s->iters);
+	iters = READ_ONCE(s->iters);
 	ASSERT_GT(TRACE_RECORDS, iters) {
 		TH_LOG("%ld iterations overran the %u-record buffer", iters,
 		       TRACE_RECORDS);
@@ -439,8 +381,10 @@ TEST_F_TIMEOUT(suspend, trace_across_s3, 180)
 		ASSERT_TRUE(r->qualifier == BTS_BRANCH &&
 			    r->variant.lbr.from == from &&
 			    r->variant.lbr.to == to) {
-			TH_LOG("record %ld of %ld (iteration %ld, %s the resume): qualifier %llu %#llx -> %#llx, expected %#llx -> %#llx",
-			       i, n, i + 1, i + 1 <= resumed ? "before or at" : "after",
+			TH_LOG("record %ld of %ld (iteration %ld, %s the resume):",
+			       i, n, i + 1,
+			       i + 1 <= resumed ? "before or at" : "after");
+			TH_LOG("qualifier %llu %#llx -> %#llx, expected %#llx -> %#llx",
 			       (unsigned long long)r->qualifier,
 			       (unsigned long long)r->variant.lbr.from,
 			       (unsigned long long)r->variant.lbr.to,
