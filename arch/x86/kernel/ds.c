@@ -84,6 +84,7 @@
 #include <linux/slab.h>
 #include <linux/smp.h>
 #include <linux/spinlock.h>
+#include <linux/static_call.h>
 #include <linux/syscore_ops.h>
 #include <linux/timekeeping.h>
 #include <linux/vmalloc.h>
@@ -148,8 +149,8 @@ struct ds_hw_caps {
 };
 
 /*
- * Every access to the hardware goes through these, so that the KUnit suite
- * can run the allocator against a simulated CPU.
+ * Every access to the hardware goes through these, as static calls, so
+ * that the KUnit suite can run the allocator against a simulated CPU.
  */
 struct ds_hw_ops {
 	void	(*probe)(struct ds_hw_caps *caps);
@@ -163,8 +164,6 @@ struct ds_hw_ops {
 	void	(*unmap)(void *cea, size_t size);
 };
 
-static const struct ds_hw_ops ds_msr_ops;
-static const struct ds_hw_ops *ds_hw = &ds_msr_ops;
 
 #ifdef CONFIG_X86_DS
 
@@ -398,7 +397,7 @@ static void ds_msr_unmap(void *cea, size_t size)
 	flush_tlb_kernel_range(start, start + size);
 }
 
-static const struct ds_hw_ops ds_msr_ops = {
+static const struct ds_hw_ops ds_msr_ops __maybe_unused = {
 	.probe		= ds_msr_probe,
 	.read_debugctl	= ds_msr_read_debugctl,
 	.write_debugctl	= ds_msr_write_debugctl,
@@ -409,6 +408,33 @@ static const struct ds_hw_ops ds_msr_ops = {
 	.map		= ds_msr_map,
 	.unmap		= ds_msr_unmap,
 };
+
+/*
+ * Direct calls on the context switch and NMI paths; the KUnit suite points
+ * them at its simulated CPU with ds_hw_install() and back.
+ */
+DEFINE_STATIC_CALL(ds_hw_probe, ds_msr_probe);
+DEFINE_STATIC_CALL(ds_hw_read_debugctl, ds_msr_read_debugctl);
+DEFINE_STATIC_CALL(ds_hw_write_debugctl, ds_msr_write_debugctl);
+DEFINE_STATIC_CALL(ds_hw_write_ds_area, ds_msr_write_ds_area);
+DEFINE_STATIC_CALL(ds_hw_arm_pmi, ds_msr_arm_pmi);
+DEFINE_STATIC_CALL(ds_hw_ack_pmi, ds_msr_ack_pmi);
+DEFINE_STATIC_CALL(ds_hw_restore_pmi, ds_msr_restore_pmi);
+DEFINE_STATIC_CALL(ds_hw_map, ds_msr_map);
+DEFINE_STATIC_CALL(ds_hw_unmap, ds_msr_unmap);
+
+static void __maybe_unused ds_hw_install(const struct ds_hw_ops *ops)
+{
+	static_call_update(ds_hw_probe, ops->probe);
+	static_call_update(ds_hw_read_debugctl, ops->read_debugctl);
+	static_call_update(ds_hw_write_debugctl, ops->write_debugctl);
+	static_call_update(ds_hw_write_ds_area, ops->write_ds_area);
+	static_call_update(ds_hw_arm_pmi, ops->arm_pmi);
+	static_call_update(ds_hw_ack_pmi, ops->ack_pmi);
+	static_call_update(ds_hw_restore_pmi, ops->restore_pmi);
+	static_call_update(ds_hw_map, ops->map);
+	static_call_update(ds_hw_unmap, ops->unmap);
+}
 
 #ifdef CONFIG_X86_DS
 
@@ -425,7 +451,7 @@ static size_t ds_hw_record_size(enum ds_kind kind)
 
 static void ds_probe(void)
 {
-	ds_hw->probe(&ds_caps);
+	static_call(ds_hw_probe)(&ds_caps);
 	if (ds_caps.pebs && !ds_hw_record_size(DS_PEBS)) {
 		pr_info("unknown PEBS format %u, PEBS unsupported\n",
 			ds_caps.pebs_format);
@@ -876,8 +902,8 @@ static void ds_debugctl_set(struct ds_cpu *dc, u64 bits)
 	 * again, and queues the collection that writes our bits back.
 	 */
 	WRITE_ONCE(dc->nmi_stopped, false);
-	val = ds_hw->read_debugctl();
-	ds_hw->write_debugctl((val & ~DS_DEBUGCTL_MASK) | bits);
+	val = static_call(ds_hw_read_debugctl)();
+	static_call(ds_hw_write_debugctl)((val & ~DS_DEBUGCTL_MASK) | bits);
 	dc->debugctl = bits;
 }
 
@@ -983,8 +1009,8 @@ static void ds_cpu_arm(struct ds_cpu *dc)
 
 	if (dc->armed)
 		return;
-	ds_hw->write_ds_area(dc->area_hw);
-	dc->lvtpc = ds_hw->arm_pmi();
+	static_call(ds_hw_write_ds_area)(dc->area_hw);
+	dc->lvtpc = static_call(ds_hw_arm_pmi)();
 	/* The NMI handler may look at the area from now on. */
 	WRITE_ONCE(dc->armed, true);
 	ds_cpu_start(dc, current);
@@ -998,8 +1024,8 @@ static void ds_cpu_disarm(struct ds_cpu *dc)
 		return;
 	ds_cpu_unload(dc);
 	WRITE_ONCE(dc->armed, false);
-	ds_hw->write_ds_area(0);
-	ds_hw->restore_pmi(dc->lvtpc);
+	static_call(ds_hw_write_ds_area)(0);
+	static_call(ds_hw_restore_pmi)(dc->lvtpc);
 }
 
 /* Make this CPU's hardware match the published state; IPI callback. */
@@ -1103,7 +1129,7 @@ static void ds_nmi_stop_bts(struct ds_cpu *dc)
 	part = ds_part(dc->area, DS_BTS);
 	if (READ_ONCE(part->index) < READ_ONCE(part->threshold))
 		return;
-	ds_hw->write_debugctl(ds_hw->read_debugctl() & ~DS_DEBUGCTL_MASK);
+	static_call(ds_hw_write_debugctl)(static_call(ds_hw_read_debugctl)() & ~DS_DEBUGCTL_MASK);
 	WRITE_ONCE(dc->nmi_stopped, true);
 }
 
@@ -1114,7 +1140,7 @@ static int ds_nmi_handler(unsigned int cmd, struct pt_regs *regs)
 	if (READ_ONCE(dc->armed) && ds_cpu_at_threshold(dc)) {
 		WRITE_ONCE(dc->pmi_seen, true);
 		ds_nmi_stop_bts(dc);
-		ds_hw->ack_pmi();
+		static_call(ds_hw_ack_pmi)();
 		irq_work_queue(&dc->collect_work);
 		return NMI_HANDLED;
 	}
@@ -1122,9 +1148,9 @@ static int ds_nmi_handler(unsigned int cmd, struct pt_regs *regs)
 		return NMI_DONE;
 	local_dec(&dc->pmi_owed);
 	if (READ_ONCE(dc->armed))
-		ds_hw->ack_pmi();
+		static_call(ds_hw_ack_pmi)();
 	else
-		ds_hw->restore_pmi(dc->lvtpc);
+		static_call(ds_hw_restore_pmi)(dc->lvtpc);
 	return NMI_HANDLED;
 }
 
@@ -1137,7 +1163,7 @@ static void ds_stage_free(int cpu, enum ds_kind kind)
 
 	if (!dc->stage[kind])
 		return;
-	ds_hw->unmap((void *)dc->stage_hw[kind], size);
+	static_call(ds_hw_unmap)((void *)dc->stage_hw[kind], size);
 	free_pages((unsigned long)dc->stage[kind], get_order(size));
 	dc->stage[kind] = NULL;
 }
@@ -1159,7 +1185,7 @@ static int ds_stage_alloc(int cpu, enum ds_kind kind)
 	dc->stage_hw[kind] = (unsigned long)(kind == DS_BTS ? cea->bts_buffer :
 							    cea->pebs_buffer);
 	dc->stage_cap[kind] = size / ds_hw_record_size(kind);
-	ds_hw->map((void *)dc->stage_hw[kind], dc->stage[kind], size);
+	static_call(ds_hw_map)((void *)dc->stage_hw[kind], dc->stage[kind], size);
 	return 0;
 }
 
@@ -1321,7 +1347,7 @@ static int ds_syscore_suspend(void *unused)
 		return 0;
 	ds_cpu_unload(dc);
 	WRITE_ONCE(dc->armed, false);
-	ds_hw->write_ds_area(0);
+	static_call(ds_hw_write_ds_area)(0);
 	return 0;
 }
 
@@ -1334,8 +1360,8 @@ static void ds_syscore_resume(void *unused)
 	if (!READ_ONCE(ds_hw_active) || dc->armed)
 		return;
 	/* The firmware's DEBUGCTL, not what we wrote before the suspend. */
-	dc->debugctl = ds_hw->read_debugctl() & DS_DEBUGCTL_MASK;
-	ds_hw->write_ds_area(dc->area_hw);
+	dc->debugctl = static_call(ds_hw_read_debugctl)() & DS_DEBUGCTL_MASK;
+	static_call(ds_hw_write_ds_area)(dc->area_hw);
 	/*
 	 * LVTPC needs nothing: lapic_resume(), registered at core_initcall
 	 * and so resumed before us, restored the NMI mode it had at suspend.
@@ -2271,7 +2297,7 @@ void *ds_perf_map_buffer(int cpu, enum ds_kind kind, void *buf, size_t size)
 	/* ds.h promises NULL here: the caller's error to handle, no WARN. */
 	if (size > slot || !PAGE_ALIGNED(buf))
 		return NULL;
-	ds_hw->map(cea, buf, size);
+	static_call(ds_hw_map)(cea, buf, size);
 	return cea;
 }
 EXPORT_SYMBOL_GPL(ds_perf_map_buffer);
@@ -2281,14 +2307,14 @@ void ds_perf_unmap_buffer(int cpu, enum ds_kind kind, size_t size)
 	struct debug_store_buffers *slots =
 		&get_cpu_entry_area(cpu)->cpu_debug_buffers;
 
-	ds_hw->unmap(kind == DS_BTS ? slots->bts_buffer : slots->pebs_buffer,
+	static_call(ds_hw_unmap)(kind == DS_BTS ? slots->bts_buffer : slots->pebs_buffer,
 		     size);
 }
 EXPORT_SYMBOL_GPL(ds_perf_unmap_buffer);
 
 static void ds_perf_write_area(void *area)
 {
-	ds_hw->write_ds_area((unsigned long)area);
+	static_call(ds_hw_write_ds_area)((unsigned long)area);
 }
 
 void ds_perf_install(int cpu)
@@ -2328,13 +2354,13 @@ void ds_perf_bts_enable(bool user, bool kernel, bool interrupt)
 		bits |= DEBUGCTLMSR_BTS_OFF_OS;
 	if (!user)
 		bits |= DEBUGCTLMSR_BTS_OFF_USR;
-	ds_hw->write_debugctl(ds_hw->read_debugctl() | bits);
+	static_call(ds_hw_write_debugctl)(static_call(ds_hw_read_debugctl)() | bits);
 }
 EXPORT_SYMBOL_GPL(ds_perf_bts_enable);
 
 void ds_perf_bts_disable(void)
 {
-	ds_hw->write_debugctl(ds_hw->read_debugctl() & ~DS_DEBUGCTL_MASK);
+	static_call(ds_hw_write_debugctl)(static_call(ds_hw_read_debugctl)() & ~DS_DEBUGCTL_MASK);
 }
 EXPORT_SYMBOL_GPL(ds_perf_bts_disable);
 

@@ -317,7 +317,7 @@ static void ds_test_install(struct ds_hw_caps caps)
 	mutex_lock(&ds_mutex);
 	atomic_set(&ds_sim_pmis, 0);
 	ds_sim_caps = caps;
-	ds_hw = &ds_sim_ops;
+	ds_hw_install(&ds_sim_ops);
 	ds_probe();
 	for_each_possible_cpu(cpu)
 		per_cpu(ds_sim_debugctl, cpu) = DS_SIM_OTHER_BITS;
@@ -412,7 +412,7 @@ static void ds_test_exit(struct kunit *test)
 	ds_test_expect_idle(test, dt);
 
 	mutex_lock(&ds_mutex);
-	ds_hw = &ds_msr_ops;
+	ds_hw_install(&ds_msr_ops);
 	ds_probe();
 	WRITE_ONCE(ds_emulated, dt->saved_emulated);
 	mutex_unlock(&ds_mutex);
