@@ -215,7 +215,7 @@ struct ds_tracer {
 
 	/*
 	 * Locked-memory charge: the requester's user (referenced) bears it
-	 * against RLIMIT_MEMLOCK, its mm (grabbed) shows it as VmLck.
+	 * against RLIMIT_MEMLOCK, its mm (grabbed) shows it as VmPin.
 	 */
 	struct user_struct	*user;
 	struct mm_struct	*mm;
@@ -595,23 +595,18 @@ static int ds_user_charge(struct user_struct *user, unsigned long pages)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 	unsigned long cur = atomic_long_read(&user->locked_vm);
+	bool unlimited = false;
 
-	if (capable(CAP_IPC_LOCK))
-		limit = ULONG_MAX;
 	do {
-		if (pages > limit || cur > limit - pages)
-			return -ENOMEM;
+		/* Asked only when it matters: the LSM logs a denial. */
+		if ((pages > limit || cur > limit - pages) && !unlimited) {
+			if (!capable(CAP_IPC_LOCK))
+				return -ENOMEM;
+			unlimited = true;
+		}
 	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur,
 					  cur + pages));
 	return 0;
-}
-
-/* The requester's VmLck shows the charge; the limit is the user's. */
-static void ds_mm_show(struct mm_struct *mm, unsigned long pages, bool inc)
-{
-	mmap_write_lock(mm);
-	__account_locked_vm(mm, pages, inc, current, true);
-	mmap_write_unlock(mm);
 }
 
 static int ds_account_mem(struct ds_tracer *tracer, size_t bytes)
@@ -633,7 +628,8 @@ static int ds_account_mem(struct ds_tracer *tracer, size_t bytes)
 	mmgrab(mm);
 	tracer->mm = mm;
 	tracer->charged = pages;
-	ds_mm_show(mm, pages, true);
+	/* Shown as VmPin, as io_uring does: mlock() counts VmLck alone. */
+	atomic64_add(pages, &mm->pinned_vm);
 	return 0;
 }
 
@@ -641,7 +637,7 @@ static void ds_unaccount_mem(struct ds_tracer *tracer)
 {
 	if (!tracer->user)
 		return;
-	ds_mm_show(tracer->mm, tracer->charged, false);
+	atomic64_sub(tracer->charged, &tracer->mm->pinned_vm);
 	mmdrop(tracer->mm);
 	tracer->mm = NULL;
 	atomic_long_sub(tracer->charged, &tracer->user->locked_vm);
@@ -882,6 +878,12 @@ static void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)
 			tracer->lost++;
 		raw_spin_unlock(&tracer->lock);
 	}
+	/*
+	 * The staging pages are mapped into every process: where Meltdown
+	 * reads them, leave nothing of one task's trace for the next.
+	 */
+	if (ds_caps.meltdown)
+		memset(dc->stage[kind], 0, n * rec);
 	WRITE_ONCE(part->index, part->base);
 	if (reached && READ_ONCE(dc->pmi_seen))
 		local_dec(&dc->pmi_owed);
@@ -1064,18 +1066,27 @@ static void ds_sync_loaded(struct ds_tracer *tracer)
 			ds_sync_cpu(cpu);
 }
 
+/* Under @task's rq lock: the CPU it runs on, or -1. */
+static int ds_task_running_cpu(struct task_struct *task, void *unused)
+{
+	return task_curr(task) ? task_cpu(task) : -1;
+}
+
 /*
  * A task that runs now loads a new tracer at its next switch; make it load
- * now. If it moves meanwhile, it is switched in elsewhere, which loads it.
+ * now. The look takes the task's rq lock, after the publication: a switch
+ * after it takes that lock too and loads the tracer itself, and one before
+ * it left the task running where we interrupt.
  */
 static void ds_sync_task(struct task_struct *task)
 {
+	int cpu;
+
 	lockdep_assert_held(&ds_mutex);
 
-	/* Published, then the look at where it runs; see ds_cpu_start(). */
-	smp_mb();
-	if (task_curr(task))
-		ds_sync_cpu(task_cpu(task));
+	cpu = task_call_func(task, ds_task_running_cpu, NULL);
+	if (cpu >= 0)
+		ds_sync_cpu(cpu);
 }
 
 static void ds_cpu_arm_ipi(void *unused)
@@ -1351,7 +1362,7 @@ static int ds_syscore_suspend(void *unused)
 	return 0;
 }
 
-static void ds_syscore_resume(void *unused)
+static void ds_syscore_rearm(void)
 {
 	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
 
@@ -1368,6 +1379,17 @@ static void ds_syscore_resume(void *unused)
 	 */
 	WRITE_ONCE(dc->armed, true);
 	ds_cpu_start(dc, current);
+}
+
+static void ds_syscore_resume(void *unused)
+{
+	ds_syscore_rearm();
+	/*
+	 * A collection or notification queued with interrupts off in the
+	 * suspend path raised a self-IPI that the power cycle lost; irq_work
+	 * raises none while its list is not empty, so raise it again.
+	 */
+	arch_irq_work_raise();
 }
 
 static const struct syscore_ops ds_syscore_ops = {
@@ -1766,7 +1788,12 @@ static void ds_tracer_sync_local(struct ds_tracer *tracer)
 
 void ds_suspend_atomic(struct ds_tracer *tracer)
 {
+	unsigned long flags;
+
+	/* Under the lock: an emulated store either finished or sees it. */
+	raw_spin_lock_irqsave(&tracer->lock, flags);
 	WRITE_ONCE(tracer->suspended, true);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
 	if (tracer->backend == &ds_hw_backend)
 		ds_tracer_sync_local(tracer);
 }

@@ -163,14 +163,16 @@ static void ptrace_bts_overflow(struct ds_tracer *tracer, void *cookie)
 {
 	struct ptrace_bts *pb = cookie;
 	struct task_struct *child = pb->task;
+	/* A CONFIG dropping O_SIGNAL clears it before the mode changes. */
+	u32 sig = READ_ONCE(pb->signal);
 
 	/*
 	 * __ptrace_unlink() takes the context out under tasklist_lock: a
 	 * child whose link ended meanwhile gets no signal.
 	 */
 	read_lock(&tasklist_lock);
-	if (READ_ONCE(child->thread.ptrace_bts) == pb)
-		do_send_sig_info(pb->signal, SEND_SIG_PRIV, child, PIDTYPE_PID);
+	if (sig && READ_ONCE(child->thread.ptrace_bts) == pb)
+		do_send_sig_info(sig, SEND_SIG_PRIV, child, PIDTYPE_PID);
 	read_unlock(&tasklist_lock);
 }
 
@@ -275,23 +277,38 @@ put_task:
 	return err;
 }
 
+static int ptrace_bts_geometry(struct ptrace_bts *pb, struct ds_geometry *geom)
+{
+	if (!pb) {
+		memset(geom, 0, sizeof(*geom));
+		return 0;
+	}
+	return ds_get_geometry(pb->tracer, geom);
+}
+
 /* Change the flags of the existing buffer; the records stay. */
 static int ptrace_bts_update(struct task_struct *child,
 			     const struct ptrace_bts_config *cfg)
 {
 	struct ptrace_bts *pb = ptrace_bts_get(child);
+	struct ds_geometry geom;
 	struct ds_config dcfg;
 	u32 old_signal;
 	int err;
 
 	if (!pb)
 		return -EINVAL;
+	/* Stopped at an exec (ds_exec_thread()): only a new buffer traces. */
+	if (ptrace_bts_geometry(pb, &geom) ||
+	    geom.status & DS_STATUS_DETACHED)
+		return -EINVAL;
 	old_signal = pb->signal;
-	pb->signal = cfg->flags & PTRACE_BTS_O_SIGNAL ? cfg->signal : 0;
+	WRITE_ONCE(pb->signal,
+		   cfg->flags & PTRACE_BTS_O_SIGNAL ? cfg->signal : 0);
 	ptrace_bts_ds_config(pb, cfg, &dcfg);
 	err = ds_update(pb->tracer, &dcfg);
 	if (err) {
-		pb->signal = old_signal;
+		WRITE_ONCE(pb->signal, old_signal);
 		return err;
 	}
 	pb->flags = cfg->flags & PTRACE_BTS_O_STATE;
@@ -358,15 +375,6 @@ static int ptrace_bts_config(struct task_struct *child,
 }
 
 /* --- reading --- */
-
-static int ptrace_bts_geometry(struct ptrace_bts *pb, struct ds_geometry *geom)
-{
-	if (!pb) {
-		memset(geom, 0, sizeof(*geom));
-		return 0;
-	}
-	return ds_get_geometry(pb->tracer, geom);
-}
 
 static long ptrace_bts_status(struct task_struct *child, void __user *ucfg,
 			      unsigned long len)

@@ -1228,7 +1228,7 @@ static void ds_test_caller_buffer(struct kunit *test)
 	cfg.buffer = buf;
 	ds_test_use_mm(test, &mm);
 	tracer = ds_test_task(test, &cfg);
-	KUNIT_EXPECT_EQ(test, mm->locked_vm, 0);
+	KUNIT_EXPECT_EQ(test, atomic64_read(&mm->pinned_vm), 0);
 	ds_test_unuse_mm(mm);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 2), 2);
@@ -1520,11 +1520,11 @@ static void ds_test_memlock_charge(struct kunit *test)
 	ds_test_use_mm(test, &mm);
 	tracer = ds_test_task(test, &cfg);
 	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
-	KUNIT_EXPECT_EQ(test, mm->locked_vm, pages);
+	KUNIT_EXPECT_EQ(test, atomic64_read(&mm->pinned_vm), pages);
 	KUNIT_EXPECT_EQ(test, atomic_long_read(&current_user()->locked_vm),
 			dt->user_locked + pages);
 	ds_test_release(test, tracer);
-	KUNIT_EXPECT_EQ(test, mm->locked_vm, 0);
+	KUNIT_EXPECT_EQ(test, atomic64_read(&mm->pinned_vm), 0);
 	KUNIT_EXPECT_EQ(test, atomic_long_read(&current_user()->locked_vm),
 			dt->user_locked);
 	ds_test_unuse_mm(mm);
@@ -1557,7 +1557,7 @@ static void ds_test_memlock_per_user(struct kunit *test)
 	ds_test_unuse_mm(mm);
 	ds_test_use_mm(test, &other);
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -ENOMEM);
-	KUNIT_EXPECT_EQ(test, other->locked_vm, 0);
+	KUNIT_EXPECT_EQ(test, atomic64_read(&other->pinned_vm), 0);
 	ds_test_release(test, tracer);
 	tracer = ds_test_task(test, &cfg);
 	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
@@ -1587,7 +1587,7 @@ static void ds_test_memlock_limit(struct kunit *test)
 
 	old = override_creds(cred);
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -ENOMEM);
-	KUNIT_EXPECT_EQ(test, mm->locked_vm, 0);
+	KUNIT_EXPECT_EQ(test, atomic64_read(&mm->pinned_vm), 0);
 	revert_creds(old);
 	/* CAP_IPC_LOCK lifts the limit. */
 	tracer = ds_test_task(test, &cfg);
@@ -1613,7 +1613,7 @@ static void ds_test_memlock_failed_alloc(struct kunit *test)
 	kunit_activate_static_stub(test, ds_buffer_alloc, ds_test_alloc_fails);
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -ENOMEM);
 	kunit_deactivate_static_stub(test, ds_buffer_alloc);
-	KUNIT_EXPECT_EQ(test, mm->locked_vm, 0);
+	KUNIT_EXPECT_EQ(test, atomic64_read(&mm->pinned_vm), 0);
 	ds_test_unuse_mm(mm);
 }
 
@@ -1630,9 +1630,9 @@ static void ds_test_memlock_mm_gone(struct kunit *test)
 	mmgrab(mm);
 	ds_test_unuse_mm(mm);
 	KUNIT_EXPECT_EQ(test, atomic_read(&mm->mm_users), 0);
-	KUNIT_EXPECT_GT(test, mm->locked_vm, 0);
+	KUNIT_EXPECT_GT(test, atomic64_read(&mm->pinned_vm), 0);
 	ds_test_release(test, tracer);
-	KUNIT_EXPECT_EQ(test, mm->locked_vm, 0);
+	KUNIT_EXPECT_EQ(test, atomic64_read(&mm->pinned_vm), 0);
 	mmdrop(mm);
 }
 

@@ -15,7 +15,7 @@
  * that a kernel that records nothing fails them too.
  *
  * Every test that traces checks on its way out that the memory charge of
- * the buffers (VmLck of the tracer) is back to zero.
+ * the buffers (VmPin of the tracer) is back to zero.
  */
 #define _GNU_SOURCE
 #include <cpuid.h>
@@ -101,13 +101,13 @@ static const struct branch jmp_trace[] = {
  * The refund may be deferred past the tracee's reaping (release from a
  * work item, like the 2.6.31 code did); give it a second.
  */
-static long vmlck_settled_kb(void)
+static long vmpin_settled_kb(void)
 {
 	long kb;
 	int i;
 
 	for (i = 0; i < 100; i++) {
-		kb = vmlck_kb(0);
+		kb = vmpin_kb(0);
 		if (kb == 0)
 			break;
 		usleep(10000);
@@ -492,7 +492,7 @@ FIXTURE(bts) {
 FIXTURE_SETUP(bts)
 {
 	self->pid = 0;
-	ASSERT_EQ(0, vmlck_kb(0));
+	ASSERT_EQ(0, vmpin_kb(0));
 }
 
 FIXTURE_TEARDOWN(bts)
@@ -507,7 +507,7 @@ FIXTURE_TEARDOWN(bts)
 			;
 	}
 	/* Whatever path the test took, the charge must be refunded. */
-	EXPECT_EQ(0, vmlck_settled_kb());
+	EXPECT_EQ(0, vmpin_settled_kb());
 }
 
 /* ---- The requests ---- */
@@ -534,7 +534,7 @@ TEST_F(bts, unconfigured_requests)
 	EXPECT_EQ(0, sys_ptrace(PTRACE_BTS_CLEAR, self->pid, NULL, 0));
 	EXPECT_EQ(0, sys_ptrace(PTRACE_BTS_DRAIN, self->pid, &rec,
 				sizeof(rec)));
-	EXPECT_EQ(0, vmlck_kb(0));
+	EXPECT_EQ(0, vmpin_kb(0));
 }
 
 /* CONFIG allocates, STATUS reports back what was configured. */
@@ -555,7 +555,7 @@ TEST_F(bts, config_status)
 	EXPECT_EQ(BTS_REC, cfg.bts_size);
 	EXPECT_NE(PTRACE_BTS_BACKEND_ANY, cfg.backend);
 	EXPECT_EQ(0, bts_size(self->pid));
-	EXPECT_LT(0, vmlck_kb(0));
+	EXPECT_LT(0, vmpin_kb(0));
 	rerun_jmp(_metadata, self->pid, 10);
 }
 
@@ -640,7 +640,7 @@ TEST_F(bts, config_flags_need_buffer)
 	EXPECT_EQ(-1, bts_config(_metadata, self->pid, 0, PTRACE_BTS_O_TRACE,
 				 0));
 	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(0, vmlck_kb(0));
+	EXPECT_EQ(0, vmpin_kb(0));
 	ASSERT_EQ(0, bts_config(_metadata, self->pid, 16 * BTS_REC,
 				BTS_TRACE_ALLOC, 0));
 	rerun_jmp(_metadata, self->pid, 16);
@@ -653,13 +653,13 @@ TEST_F(bts, config_disable)
 
 	self->pid = start_traced(_metadata, bts_jmp, jmp_s, 16);
 	rerun_jmp(_metadata, self->pid, 16);
-	ASSERT_LT(0, vmlck_kb(0));
+	ASSERT_LT(0, vmpin_kb(0));
 	ASSERT_EQ(0, bts_config(_metadata, self->pid, 0, 0, 0));
 	get_status(_metadata, self->pid, &cfg);
 	EXPECT_EQ(0, cfg.size);
 	EXPECT_EQ(0, cfg.flags);
 	EXPECT_EQ(PTRACE_BTS_BACKEND_ANY, cfg.backend);
-	EXPECT_EQ(0, vmlck_settled_kb());
+	EXPECT_EQ(0, vmpin_settled_kb());
 	/* and nothing is recorded any more */
 	ASSERT_EQ(0, sys_ptrace(PTRACE_POKEUSR, self->pid, (void *)REGS_IP_OFF,
 				(unsigned long)jmp_s));
@@ -850,7 +850,7 @@ TEST_F(bts, config_bad_len)
 				 BTS_CONFIG_SIZE_VER0 - 1));
 	EXPECT_EQ(EINVAL, errno);
 	EXPECT_EQ(0, bts_size(self->pid));
-	EXPECT_EQ(0, vmlck_kb(0));
+	EXPECT_EQ(0, vmpin_kb(0));
 	/* the same struct with its length is fine */
 	ASSERT_EQ(0, sys_ptrace(PTRACE_BTS_CONFIG, self->pid, &cfg,
 				sizeof(cfg)));
@@ -875,7 +875,7 @@ TEST_F(bts, config_extensible)
 	EXPECT_EQ(-1, sys_ptrace(PTRACE_BTS_CONFIG, self->pid, big,
 				 page + sizeof(__u32)));
 	EXPECT_EQ(E2BIG, errno);
-	EXPECT_EQ(0, vmlck_kb(0));
+	EXPECT_EQ(0, vmpin_kb(0));
 	ASSERT_EQ(0, sys_ptrace(PTRACE_BTS_CONFIG, self->pid, big, page));
 	check_backend(_metadata, self->pid);
 	((unsigned char *)big)[page - 1] = 1;
@@ -914,7 +914,7 @@ TEST_F(bts, config_bad_flags)
 			TH_LOG("signal %u", bad_sigs[i]);
 		}
 	}
-	EXPECT_EQ(0, vmlck_kb(0));
+	EXPECT_EQ(0, vmpin_kb(0));
 	ASSERT_EQ(0, bts_config(_metadata, self->pid, 8 * BTS_REC, with_sig,
 				BTS_OVERFLOW_SIG));
 	rerun_jmp(_metadata, self->pid, 8);
@@ -1031,7 +1031,7 @@ TEST_F(bts, too_large)
 	EXPECT_EQ(EINVAL, errno);
 	EXPECT_EQ(-1, bts_config(_metadata, self->pid, 0xffffffff, BTS_TRACE_ALLOC, 0));
 	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(0, vmlck_kb(0));
+	EXPECT_EQ(0, vmpin_kb(0));
 	ASSERT_EQ(0, bts_config(_metadata, self->pid, BTS_MAX_BUFFER, BTS_TRACE_ALLOC, 0));
 	get_status(_metadata, self->pid, &cfg);
 	EXPECT_EQ(BTS_MAX_BUFFER / BTS_REC * BTS_REC, cfg.size);
@@ -1065,13 +1065,13 @@ TEST_F(bts, memlock_limit)
 	ASSERT_EQ(0, setrlimit(RLIMIT_MEMLOCK, &lim));
 	EXPECT_EQ(-1, bts_config(_metadata, self->pid, 1 << 20, BTS_TRACE_ALLOC, 0));
 	EXPECT_EQ(ENOMEM, errno);
-	EXPECT_EQ(0, vmlck_kb(0));
+	EXPECT_EQ(0, vmpin_kb(0));
 	/* within the limit it works, and is charged */
 	ASSERT_EQ(0, bts_config(_metadata, self->pid, 32 << 10, BTS_TRACE_ALLOC, 0));
-	EXPECT_LE(28, vmlck_kb(0));
-	EXPECT_GE(64, vmlck_kb(0));
+	EXPECT_LE(28, vmpin_kb(0));
+	EXPECT_GE(64, vmpin_kb(0));
 	EXPECT_EQ(0, bts_config(_metadata, self->pid, 0, 0, 0));
-	EXPECT_EQ(0, vmlck_settled_kb());
+	EXPECT_EQ(0, vmpin_settled_kb());
 }
 
 /* The charge follows the buffer size through allocation and resizing. */
@@ -1079,13 +1079,13 @@ TEST_F(bts, memory_charge)
 {
 	self->pid = spawn(_metadata, run_routine, (unsigned long)bts_jmp, 0);
 	ASSERT_EQ(0, bts_config(_metadata, self->pid, 256 << 10, BTS_TRACE_ALLOC, 0));
-	EXPECT_LE(252, vmlck_kb(0));
-	EXPECT_GE(256 + 16, vmlck_kb(0));
+	EXPECT_LE(252, vmpin_kb(0));
+	EXPECT_GE(256 + 16, vmpin_kb(0));
 	ASSERT_EQ(0, bts_config(_metadata, self->pid, 16 << 10, BTS_TRACE_ALLOC, 0));
-	EXPECT_LE(12, vmlck_kb(0));
-	EXPECT_GE(16 + 16, vmlck_kb(0));
+	EXPECT_LE(12, vmpin_kb(0));
+	EXPECT_GE(16 + 16, vmpin_kb(0));
 	ASSERT_EQ(0, bts_config(_metadata, self->pid, 0, 0, 0));
-	EXPECT_EQ(0, vmlck_settled_kb());
+	EXPECT_EQ(0, vmpin_settled_kb());
 }
 
 /* ---- Backends ---- */
@@ -1148,7 +1148,7 @@ static void config_explicit(struct __test_metadata *_metadata, pid_t pid,
 	if (!present) {
 		EXPECT_EQ(-1, ret);
 		EXPECT_EQ(EOPNOTSUPP, errno);
-		EXPECT_EQ(0, vmlck_kb(0));
+		EXPECT_EQ(0, vmpin_kb(0));
 		return;
 	}
 	ASSERT_EQ(0, ret) {
@@ -1189,7 +1189,7 @@ TEST_F(bts, backend_invalid)
 						 PTRACE_BTS_O_TRACE, 0, bad[i]));
 		EXPECT_EQ(EINVAL, errno);
 	}
-	EXPECT_EQ(0, vmlck_kb(0));
+	EXPECT_EQ(0, vmpin_kb(0));
 	EXPECT_EQ(PTRACE_BTS_BACKEND_ANY, bts_backend(self->pid));
 }
 
@@ -3158,9 +3158,9 @@ TEST_F(bts, detach)
 	/* traced until now; the records go with the detach */
 	EXPECT_EQ(ARRAY_SIZE(jmp_trace), bts_size(self->pid));
 	check_oldest(_metadata, self->pid, jmp_trace, ARRAY_SIZE(jmp_trace));
-	ASSERT_LT(0, vmlck_kb(0));
+	ASSERT_LT(0, vmpin_kb(0));
 	ASSERT_EQ(0, sys_ptrace(PTRACE_DETACH, self->pid, NULL, 0));
-	EXPECT_EQ(0, vmlck_settled_kb());
+	EXPECT_EQ(0, vmpin_settled_kb());
 	ASSERT_EQ(self->pid, waitpid(self->pid, &status, 0));
 	ASSERT_TRUE(WIFEXITED(status)) {
 		TH_LOG("status %#x", status);
@@ -3197,7 +3197,7 @@ static void other_tracer(pid_t target, int fd, bool wait_for_kill)
 	    waitpid(target, &status, __WALL) != target ||
 	    bts_config_backend(target, 64 << 10, BTS_TRACE_ALLOC, 0,
 			       PTRACE_BTS_BACKEND_ANY) ||
-	    !backend_as_expected(target) || vmlck_kb(0) <= 0 ||
+	    !backend_as_expected(target) || vmpin_kb(0) <= 0 ||
 	    sys_ptrace(PTRACE_CONT, target, NULL, 0))
 		_exit(1);
 	if (stop_when_recorded(target, 1) < 1 ||
@@ -3291,7 +3291,7 @@ TEST_F(bts, tracee_exits)
 	ASSERT_EQ(self->pid, waitpid(self->pid, &status, __WALL));
 	ASSERT_TRUE(WIFEXITED(status));
 	self->pid = 0;
-	EXPECT_EQ(0, vmlck_settled_kb());
+	EXPECT_EQ(0, vmpin_settled_kb());
 }
 
 /* argv[1] that makes this program the tracee of another test binary. */
@@ -3358,7 +3358,7 @@ TEST_F(bts, tracee_execs)
 	get_status(_metadata, self->pid, &cfg);
 	EXPECT_EQ(BTS_MAX_RECORDS * BTS_REC, cfg.size);
 	EXPECT_EQ(PTRACE_BTS_O_TRACE, cfg.flags);
-	EXPECT_LT(0, vmlck_kb(0));
+	EXPECT_LT(0, vmpin_kb(0));
 	at_exec = bts_size(self->pid);
 	check_oldest(_metadata, self->pid, jmp_trace, ARRAY_SIZE(jmp_trace));
 
@@ -3917,7 +3917,7 @@ TEST_F_TIMEOUT(bts, sigkill_during_drain, 240)
 		ASSERT_EQ(self->pid, waitpid(self->pid, &status, __WALL));
 		EXPECT_TRUE(WIFSIGNALED(status));
 		self->pid = 0;
-		EXPECT_EQ(0, vmlck_settled_kb());
+		EXPECT_EQ(0, vmpin_settled_kb());
 	}
 }
 
@@ -3934,7 +3934,7 @@ TEST_F(bts, ptrace_kill)
 	EXPECT_EQ(-1, bts_size(self->pid));
 	EXPECT_EQ(ESRCH, errno);
 	self->pid = 0;
-	EXPECT_EQ(0, vmlck_settled_kb());
+	EXPECT_EQ(0, vmpin_settled_kb());
 }
 
 static int bts_spin(void)

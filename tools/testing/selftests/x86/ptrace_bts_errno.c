@@ -156,7 +156,7 @@ TEST_F(bts_errno, config_fails)
 	cfg.signal = SIGUSR2;
 	EXPECT_EQ(-1, sys_ptrace(PTRACE_BTS_CONFIG, self->tracee, &cfg, sizeof(cfg)));
 	EXPECT_EQ(self->errno_expected, errno);
-	EXPECT_EQ(0, vmlck_kb(0)) {
+	EXPECT_EQ(0, vmpin_kb(0)) {
 		TH_LOG("a failed CONFIG left memory charged");
 	}
 	if (self->errno_expected == EBUSY)
@@ -219,7 +219,7 @@ TEST_F(bts_errno, other_requests)
 		every_request_eio(_metadata, self->tracee);
 	else
 		untraced_answers(_metadata, self->tracee);
-	EXPECT_EQ(0, vmlck_kb(0));
+	EXPECT_EQ(0, vmpin_kb(0));
 }
 
 TEST_HARNESS_MAIN

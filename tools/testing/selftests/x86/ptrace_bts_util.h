@@ -21,8 +21,8 @@ static inline long sys_ptrace(long request, pid_t pid, void *addr,
 	return syscall(SYS_ptrace, request, pid, addr, (void *)data);
 }
 
-/* Charge of the trace buffers: VmLck of @pid (0: self) in kB, -1 unread. */
-static inline long vmlck_kb(pid_t pid)
+/* Charge of the trace buffers: VmPin of @pid (0: self) in kB, -1 unread. */
+static inline long vmpin_kb(pid_t pid)
 {
 	char path[64], line[128];
 	long kb = -1;
@@ -36,7 +36,7 @@ static inline long vmlck_kb(pid_t pid)
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
+		if (sscanf(line, "VmPin: %ld kB", &kb) == 1)
 			break;
 	fclose(f);
 	return kb;
