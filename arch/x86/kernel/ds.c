@@ -1144,7 +1144,7 @@ static int ds_cpu_offline(unsigned int cpu)
  * at the first arming: the local APIC's own syscore ops restore what we
  * programmed.
  */
-static int ds_syscore_suspend(void)
+static int ds_syscore_suspend(void *unused)
 {
 	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
 
@@ -1156,7 +1156,7 @@ static int ds_syscore_suspend(void)
 	return 0;
 }
 
-static void ds_syscore_resume(void)
+static void ds_syscore_resume(void *unused)
 {
 	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
 
@@ -1170,9 +1170,13 @@ static void ds_syscore_resume(void)
 	ds_cpu_start(dc, current);
 }
 
-static struct syscore_ops ds_syscore_ops = {
+static const struct syscore_ops ds_syscore_ops = {
 	.suspend	= ds_syscore_suspend,
 	.resume		= ds_syscore_resume,
+};
+
+static struct syscore ds_syscore = {
+	.ops	= &ds_syscore_ops,
 };
 
 /* --- backends --- */
@@ -1940,7 +1944,7 @@ static int __init ds_init(void)
 				ds_cpu_online, ds_cpu_offline);
 	if (ret < 0)
 		return ret;
-	register_syscore_ops(&ds_syscore_ops);
+	register_syscore(&ds_syscore);
 	pr_info("BTS %s, PEBS %s\n", ds_caps.bts ? "available" : "absent",
 		ds_caps.pebs ? "available" : "absent");
 	return 0;

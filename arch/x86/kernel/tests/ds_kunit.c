@@ -965,13 +965,13 @@ static void ds_test_syscore_suspend(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 1), 1);
 
 	local_irq_disable();
-	KUNIT_EXPECT_EQ(test, ds_syscore_ops.suspend(), 0);
+	KUNIT_EXPECT_EQ(test, ds_syscore_suspend(NULL), 0);
 	area_suspended = this_cpu_read(ds_sim_ds_area);
 	ctl_suspended = this_cpu_read(ds_sim_debugctl);
 	/* The power cycle; the kernel puts back the bits it owns. */
 	this_cpu_write(ds_sim_ds_area, 0);
 	this_cpu_write(ds_sim_debugctl, DS_SIM_OTHER_BITS);
-	ds_syscore_ops.resume();
+	ds_syscore_resume(NULL);
 	area_resumed = this_cpu_read(ds_sim_ds_area);
 	ctl_resumed = this_cpu_read(ds_sim_debugctl);
 	local_irq_enable();
