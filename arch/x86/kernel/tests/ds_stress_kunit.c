@@ -67,7 +67,6 @@ enum ds_stress_op {
 	DS_STRESS_NR_OPS,
 };
 
-
 /**
  * struct ds_stress_slot - a tracer and what it traces
  * @lock:	serialises the workers' operations on the slot
@@ -79,7 +78,7 @@ enum ds_stress_op {
  * @suspended:	ds_suspend() without ds_resume() since the request
  */
 struct ds_stress_slot {
-	struct mutex		lock;
+	struct mutex		lock;	/* the slot's operations */
 	int			cpu;
 	struct task_struct	*task;
 	struct ds_tracer	*tracer;

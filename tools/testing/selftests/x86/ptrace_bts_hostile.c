@@ -139,11 +139,10 @@ static const char *ho_self;
 
 static void *ho_thread(void *arg)
 {
-	volatile unsigned long n = 0;
 	long end = ho_now_ms() + (long)(uintptr_t)arg;
 
 	while (ho_now_ms() < end)
-		n++;
+		;
 	return NULL;
 }
 
@@ -152,19 +151,20 @@ static void ho_handler(int sig)
 }
 
 /* Loops and does something now and then, until its time is up. */
-static void __attribute__((noreturn)) ho_tracee(uint64_t seed, long end)
+static void ho_tracee(uint64_t seed, long end)
 {
 	char arg_seed[32], arg_end[32];
-	volatile unsigned long n = 0;
 	pthread_t thread;
+	unsigned long n;
 	pid_t pid;
 
 	signal(SIGUSR1, ho_handler);
 	signal(SIGUSR2, ho_handler);
 	ho_srand(seed, getpid());
 	while (ho_now_ms() < end) {
+		/* Branches to trace; the barrier keeps the loop. */
 		for (n = 0; n < 2000; n++)
-			;
+			asm volatile("" ::: "memory");
 		switch (ho_below(64)) {
 		case 0:
 			pid = fork();
@@ -550,7 +550,7 @@ static void ho_adopt(struct ho_tracer *t, pid_t tid)
 		if (t->tids[i] == tid)
 			return;
 	/* Too many: it dies at its first stop, or now. */
-	if (t->n == (int)(sizeof(t->tids) / sizeof(t->tids[0]))) {
+	if (t->n == (int)ARRAY_SIZE(t->tids)) {
 		kill(tid, SIGKILL);
 		return;
 	}
@@ -659,7 +659,7 @@ static void ho_wait(struct ho_tracer *t)
 		ho_stopped(t, tid, status);
 }
 
-static void __attribute__((noreturn)) ho_tracer(uint64_t seed, int nr)
+static void ho_tracer(uint64_t seed, int nr)
 {
 	struct ho_tracer t = { .n = 0 };
 	pid_t tid;
@@ -719,6 +719,7 @@ static pid_t ho_start_tracer(uint64_t seed, int nr)
 	if (ho_unprivileged())
 		_exit(2);
 	ho_tracer(seed, nr);
+	return 0;
 }
 
 static pid_t ho_start_hotplug(void)
@@ -866,7 +867,8 @@ static long ho_run(uint64_t seed, long ops)
 	ho_srand(seed, 0);
 
 	if (ho_text_range(&start, &end))
-		ksft_print_msg("no stack trace filter: the series' text not found in /proc/kallsyms\n");
+		ksft_print_msg("%s\n",
+			       "the series' text is not in /proc/kallsyms: no faults");
 	else
 		ksft_print_msg("faults aimed at %#lx-%#lx\n", start, end);
 	if (start && !access(HO_DEBUGFS "/failslab", F_OK))
@@ -895,8 +897,9 @@ static long ho_run(uint64_t seed, long ops)
 				continue;
 			if ((WIFEXITED(status) && WEXITSTATUS(status)) ||
 			    (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)) {
-				ksft_print_msg("tracer %d: status %#x (SIGALRM: no stop for %d s)\n",
-					       tracers[i], status, HO_HANG_S);
+				ksft_print_msg("tracer %d: status %#x%s\n",
+					       tracers[i], status,
+					       " (SIGALRM: stuck waiting for a stop)");
 				atomic_fetch_add(&ho->bad, 1);
 			}
 			tracers[i] = atomic_load(&ho->ops) < ops ?
@@ -910,12 +913,14 @@ static long ho_run(uint64_t seed, long ops)
 	if (hotplug > 0)
 		waitpid(hotplug, NULL, 0);
 
-	ksft_print_msg("seed %llu: %ld operations, %ld stops, %ld fork/clone/exec events, %ld tracee exits, %ld detaches, %ld tracers killed, %d tracers, %ld CPU 1 toggles\n",
+	ksft_print_msg("seed %llu: %ld operations, %ld stops, %ld events\n",
 		       (unsigned long long)seed, atomic_load(&ho->ops),
-		       atomic_load(&ho->stops), atomic_load(&ho->events),
-		       atomic_load(&ho->exits), atomic_load(&ho->detaches),
-		       atomic_load(&ho->kills), nr, atomic_load(&ho->toggles));
-	ksft_print_msg("%ld buffers configured, %ld ENOMEM, injected failures: %ld slab, %ld page\n",
+		       atomic_load(&ho->stops), atomic_load(&ho->events));
+	ksft_print_msg("%ld tracee exits, %ld detaches, %d tracers, %ld killed\n",
+		       atomic_load(&ho->exits), atomic_load(&ho->detaches), nr,
+		       atomic_load(&ho->kills));
+	ksft_print_msg("%ld CPU 1 toggles\n", atomic_load(&ho->toggles));
+	ksft_print_msg("%ld buffers, %ld ENOMEM, injected: %ld slab, %ld page\n",
 		       atomic_load(&ho->granted), atomic_load(&ho->enomem),
 		       faults[0] < 0 ? -1 : faults[0] - ho_faults_left("failslab"),
 		       faults[1] < 0 ? -1 :
