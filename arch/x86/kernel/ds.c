@@ -524,7 +524,7 @@ static void ds_notify_work(struct irq_work *work)
 static void *ds_buffer_alloc(size_t size)
 {
 	KUNIT_STATIC_STUB_REDIRECT(ds_buffer_alloc, size);
-	return vzalloc(size);
+	return __vmalloc(size, GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN);
 }
 
 static int ds_charge(struct ds_tracer *tracer, size_t bytes)
