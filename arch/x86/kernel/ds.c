@@ -29,11 +29,13 @@
  * programs it while it has hardware tracers and restores it afterwards. BTS
  * has no overflow status bit: the NMI handler claims an NMI only when a
  * staging index has reached its threshold and leaves the rest to perf. It
- * only queues irq_work; the collection runs with interrupts disabled.
+ * stops BTS and queues irq_work; the collection runs with interrupts
+ * disabled and starts BTS again.
  *
- * DEBUGCTL. The allocator writes it only with interrupts disabled and never
- * from NMI, as a read-modify-write that keeps every bit but its own five, and
- * it keeps a per-CPU shadow of those five. The other writers are step.c and
+ * DEBUGCTL. The allocator writes it with interrupts disabled, as a
+ * read-modify-write that keeps every bit but its own five, and it keeps a
+ * per-CPU shadow of those five. Its NMI handler only clears the five, and
+ * marks the shadow stale (ds_nmi_stop_bts()). The other writers are step.c and
  * __switch_to_xtra() (BTF, interrupts disabled, so they cannot interleave
  * with ours on a CPU) and perf (LBR and freeze bits). perf's PMI handler
  * disables LBR and freezing when it starts and enables them again from the
@@ -245,6 +247,11 @@ struct ds_cpu {
 	struct ds_tracer	*loaded[DS_NR_KINDS];
 	/* Our DEBUGCTL bits as last written. */
 	u64			debugctl;
+	/*
+	 * The NMI handler switched BTS off behind the shadow's back; the
+	 * next ds_debugctl_set() writes whatever it is asked to.
+	 */
+	bool			nmi_stopped;
 	/* APIC_LVTPC before we programmed it. */
 	u32			lvtpc;
 	/* IA32_DS_AREA points at @area. */
@@ -827,6 +834,12 @@ static void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)
 			ds_buf_append_user(tracer, dc->stage[kind], n);
 		else
 			ds_buf_append(tracer, dc->stage[kind], n);
+		/*
+		 * A full staging buffer dropped what came next, and the CPU
+		 * does not say how much: count at least one lost record.
+		 */
+		if (index >= part->absmax)
+			tracer->lost++;
 		raw_spin_unlock(&tracer->lock);
 	}
 	WRITE_ONCE(part->index, part->base);
@@ -842,8 +855,13 @@ static void ds_debugctl_set(struct ds_cpu *dc, u64 bits)
 
 	lockdep_assert_irqs_disabled();
 
-	if (dc->debugctl == bits)
+	if (dc->debugctl == bits && !READ_ONCE(dc->nmi_stopped))
 		return;
+	/*
+	 * Cleared first: an NMI after this that stops BTS again sets it
+	 * again, and queues the collection that writes our bits back.
+	 */
+	WRITE_ONCE(dc->nmi_stopped, false);
 	val = ds_hw->read_debugctl();
 	ds_hw->write_debugctl((val & ~DS_DEBUGCTL_MASK) | bits);
 	dc->debugctl = bits;
@@ -1008,12 +1026,32 @@ static bool ds_cpu_at_threshold(struct ds_cpu *dc)
  * ds_stage_collect() left. The CPU masks LVTPC when it delivers a PMI:
  * unmask it for the next one, or, once disarmed, put back what we found.
  */
+/*
+ * Stop BTS until the collection: the margin above the threshold then only
+ * has to hold the PMI's skid, not every branch taken until interrupts are
+ * enabled again. A read-modify-write that this NMI interrupts writes its
+ * value after ours, BTS included; the collection stops BTS then.
+ */
+static void ds_nmi_stop_bts(struct ds_cpu *dc)
+{
+	struct ds_area_part *part;
+
+	if (!dc->stage[DS_BTS])
+		return;
+	part = ds_part(dc->area, DS_BTS);
+	if (READ_ONCE(part->index) < READ_ONCE(part->threshold))
+		return;
+	ds_hw->write_debugctl(ds_hw->read_debugctl() & ~DS_DEBUGCTL_MASK);
+	WRITE_ONCE(dc->nmi_stopped, true);
+}
+
 static int ds_nmi_handler(unsigned int cmd, struct pt_regs *regs)
 {
 	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
 
 	if (READ_ONCE(dc->armed) && ds_cpu_at_threshold(dc)) {
 		WRITE_ONCE(dc->pmi_seen, true);
+		ds_nmi_stop_bts(dc);
 		ds_hw->ack_pmi();
 		irq_work_queue(&dc->collect_work);
 		return NMI_HANDLED;
