@@ -1180,9 +1180,12 @@ static void ds_test_notify_clear(struct kunit *test)
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	/* Records beyond the PMI land before it is handled: skid. */
 	local_irq_save(flags);
+	ds_sim_skid = true;
 	for (i = 0; i < 6; i++)
 		ds_sim_branch(DS_TEST_FROM + i,
 			      DS_TEST_FROM + i + DS_TEST_TO_OFFSET, true);
+	ds_sim_skid = false;
+	ds_sim_pmi();
 	local_irq_restore(flags);
 	ds_sim_settle(tracer);
 	geom = ds_test_geom(test, tracer);
@@ -1624,6 +1627,67 @@ static void ds_test_threshold_interrupt(struct kunit *test)
 }
 
 /*
+ * The threshold PMI stops BTS at once, in the NMI: what the CPU does until
+ * interrupts are enabled again (the rest of an irqs-off section) does not
+ * eat into the staging buffer's margin. The collection starts it again.
+ */
+static void ds_test_pmi_stops_bts(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_MAX_BUFFER_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	unsigned long flags;
+	int stored = 0;
+	u64 ctl;
+	size_t i;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	local_irq_save(flags);
+	for (i = 0; i < DS_TEST_STAGE_RECORDS; i++)
+		stored += ds_sim_branch(DS_TEST_FROM + i, DS_TEST_FROM + i,
+					true);
+	ctl = this_cpu_read(ds_sim_debugctl);
+	local_irq_restore(flags);
+	ds_sim_settle(tracer);
+	KUNIT_EXPECT_EQ(test, stored, DS_TEST_STAGE_IRQ_AT);
+	KUNIT_EXPECT_EQ(test, ctl, DS_SIM_OTHER_BITS);
+	KUNIT_EXPECT_EQ(test, ds_test_debugctl(),
+			DS_SIM_OTHER_BITS | ds_bts_bits(tracer));
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 1), 1);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count,
+			DS_TEST_STAGE_IRQ_AT + 1);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).lost, 0);
+}
+
+/*
+ * A PMI too late to stop the CPU before the staging buffer is full: the
+ * records it dropped are not known, but at least one is counted lost.
+ */
+static void ds_test_stage_full_lost(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_MAX_BUFFER_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_geometry geom;
+	unsigned long flags;
+	int stored = 0;
+	size_t i;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	local_irq_save(flags);
+	ds_sim_skid = true;
+	for (i = 0; i < DS_TEST_STAGE_RECORDS + 5; i++)
+		stored += ds_sim_branch(DS_TEST_FROM + i, DS_TEST_FROM + i,
+					true);
+	ds_sim_skid = false;
+	ds_sim_pmi();
+	local_irq_restore(flags);
+	ds_sim_settle(tracer);
+	KUNIT_EXPECT_EQ(test, stored, DS_TEST_STAGE_RECORDS);
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.count, DS_TEST_STAGE_RECORDS);
+	KUNIT_EXPECT_EQ(test, geom.lost, 1);
+}
+
+/*
  * A threshold PMI the CPU delivers after the staging buffer was collected
  * (skid past a context switch, say) is still ours: claimed once, with
  * LVTPC unmasked for it. One that came in time leaves nothing owed.
@@ -2038,6 +2102,8 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_fork_not_inherited),
 	KUNIT_CASE(ds_test_release_on_exit),
 	KUNIT_CASE(ds_test_threshold_interrupt),
+	KUNIT_CASE(ds_test_pmi_stops_bts),
+	KUNIT_CASE(ds_test_stage_full_lost),
 	KUNIT_CASE(ds_test_late_pmi),
 	KUNIT_CASE(ds_test_switch_collects),
 	KUNIT_CASE(ds_test_debugctl_bits),
