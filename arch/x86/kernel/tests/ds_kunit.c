@@ -409,6 +409,7 @@ static void ds_test_exit(struct kunit *test)
 
 static void ds_test_use_mm(struct kunit *test, struct mm_struct **mmp);
 static void ds_test_unuse_mm(struct mm_struct *mm);
+static u64 ds_test_debugctl(void);
 
 /* --- a fake emulated backend --- */
 
