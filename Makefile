@@ -231,16 +231,16 @@ test: kernel i386-kernel nods-kernel noemu-kernel stress-kernel initramfs initra
 	@echo "base: $(shell cat $(BUILD)/base-version 2>/dev/null)"
 	@python3 $(TOP)/mk/report_test.py $(SRC)
 	$(call vm_test,tcg,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=emulated)
-	$(call vm_test,bts,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware,QEMU=$(QEMU_BTS) VM_CPU=$(BTS_CPU))
-	$(call vm_test,pmu,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_CPU))
-	$(call vm_test,bts-alt,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware,QEMU=$(QEMU_BTS) VM_CPU=$(BTS_ALT_CPU))
-	$(call vm_test,pmu-alt,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_ALT_CPU))
+	$(call vm_test,bts,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(BTS_CPU))
+	$(call vm_test,pmu,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_CPU))
+	$(call vm_test,bts-alt,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(BTS_ALT_CPU))
+	$(call vm_test,pmu-alt,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_ALT_CPU))
 	$(call vm_test,i386,$(I386_BZIMAGE),$(I386_INITRD),vm.env=PTRACE_BTS_BACKEND=emulated)
 	$(call vm_test,nods,$(NODS_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EIO)
 	$(call vm_test,noemu,$(NOEMU_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EOPNOTSUPP)
 	$(call vm_test,busy,$(NOEMU_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EBUSY,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_CPU))
 	$(call vm_test,stress,$(STRESS_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=emulated)
-	$(call vm_test,stress-bts,$(STRESS_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware,QEMU=$(QEMU_BTS) VM_CPU=$(BTS_CPU))
+	$(call vm_test,stress-bts,$(STRESS_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(BTS_CPU))
 	@echo "test: the model's own test"
 	@$(MAKE) -s qemu-test
 	@python3 $(TOP)/mk/report.py $(if $(ONLY),--only $(ONLY)) $(SRC) $(addprefix $(LOGS)/,$(RUNS))

@@ -29,11 +29,13 @@
  * programs it while it has hardware tracers and restores it afterwards. BTS
  * has no overflow status bit: the NMI handler claims an NMI only when a
  * staging index has reached its threshold and leaves the rest to perf. It
- * only queues irq_work; the collection runs with interrupts disabled.
+ * stops BTS and queues irq_work; the collection runs with interrupts
+ * disabled and starts BTS again.
  *
- * DEBUGCTL. The allocator writes it only with interrupts disabled and never
- * from NMI, as a read-modify-write that keeps every bit but its own five, and
- * it keeps a per-CPU shadow of those five. The other writers are step.c and
+ * DEBUGCTL. The allocator writes it with interrupts disabled, as a
+ * read-modify-write that keeps every bit but its own five, and it keeps a
+ * per-CPU shadow of those five. Its NMI handler only clears the five, and
+ * marks the shadow stale (ds_nmi_stop_bts()). The other writers are step.c and
  * __switch_to_xtra() (BTF, interrupts disabled, so they cannot interleave
  * with ours on a CPU) and perf (LBR and freeze bits). perf's PMI handler
  * disables LBR and freezing when it starts and enables them again from the
@@ -65,14 +67,18 @@
 #define pr_fmt(fmt) "ds: " fmt
 
 #include <linux/bitfield.h>
+#include <linux/capability.h>
+#include <linux/cred.h>
 #include <linux/cpu.h>
 #include <linux/cpuhotplug.h>
 #include <linux/gfp.h>
 #include <linux/irq_work.h>
 #include <linux/mm.h>
+#include <linux/moduleparam.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/sched.h>
+#include <linux/sched/coredump.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/task.h>
 #include <linux/slab.h>
@@ -131,11 +137,14 @@
  * @bts:	 BTS with the 64-bit format
  * @pebs:	 PEBS with a known record format
  * @pebs_format: IA32_PERF_CAPABILITIES[11:8]
+ * @meltdown:	 user mode can read kernel mappings speculatively, the
+ *		 cpu_entry_area staging buffers included
  */
 struct ds_hw_caps {
 	bool		bts;
 	bool		pebs;
 	unsigned int	pebs_format;
+	bool		meltdown;
 };
 
 /*
@@ -204,7 +213,11 @@ struct ds_tracer {
 	u64			lost;		/* since the last clear */
 	u64			pebs_reset[DS_PEBS_MAX_RESETS];
 
-	/* Locked-memory charge: the mm (grabbed) and the pages. */
+	/*
+	 * Locked-memory charge: the requester's user (referenced) bears it
+	 * against RLIMIT_MEMLOCK, its mm (grabbed) shows it as VmLck.
+	 */
+	struct user_struct	*user;
 	struct mm_struct	*mm;
 	unsigned long		charged;
 
@@ -234,6 +247,11 @@ struct ds_cpu {
 	struct ds_tracer	*loaded[DS_NR_KINDS];
 	/* Our DEBUGCTL bits as last written. */
 	u64			debugctl;
+	/*
+	 * The NMI handler switched BTS off behind the shadow's back; the
+	 * next ds_debugctl_set() writes whatever it is asked to.
+	 */
+	bool			nmi_stopped;
 	/* APIC_LVTPC before we programmed it. */
 	u32			lvtpc;
 	/* IA32_DS_AREA points at @area. */
@@ -267,10 +285,18 @@ static unsigned int ds_nr_cpu[DS_NR_KINDS];
 /* The emulated backend and its attached tracers; under ds_mutex. */
 static const struct ds_backend *ds_emulated;
 static unsigned int ds_nr_emulated;
-/* Pages charged to RLIMIT_MEMLOCK by all live tracers. */
-static atomic_long_t ds_charged = ATOMIC_LONG_INIT(0);
 
 static struct ds_hw_caps ds_caps;
+
+/*
+ * Kernel-mode records of per-CPU tracers sit in the staging buffers, which
+ * page table isolation maps into every process: on a CPU affected by
+ * Meltdown any user can read them. Only the administrator may accept that.
+ */
+static bool ds_meltdown_kernel;
+#undef MODULE_PARAM_PREFIX
+#define MODULE_PARAM_PREFIX "ds."
+module_param_named(meltdown_kernel, ds_meltdown_kernel, bool, 0644);
 
 static void ds_cpu_sync(void *unused);
 
@@ -300,6 +326,7 @@ static void ds_msr_probe(struct ds_hw_caps *caps)
 		return;
 
 	caps->bts = boot_cpu_has(X86_FEATURE_BTS);
+	caps->meltdown = boot_cpu_has_bug(X86_BUG_CPU_MELTDOWN);
 	if (!boot_cpu_has(X86_FEATURE_PEBS))
 		return;
 	/* Without PDCM there is no capabilities MSR: format 0. */
@@ -520,41 +547,78 @@ static void ds_notify_work(struct irq_work *work)
 		notify(tracer, cookie);
 }
 
-/* Redirected by the KUnit suite to fail allocations on purpose. */
+/*
+ * Redirected by the KUnit suite to fail allocations on purpose. The memory
+ * cgroup of the requester pays for the pages. The size is the requester's
+ * choice: a failure is its -ENOMEM, not a warning on the console.
+ */
 static void *ds_buffer_alloc(size_t size)
 {
 	KUNIT_STATIC_STUB_REDIRECT(ds_buffer_alloc, size);
-	return __vmalloc(size, GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN);
+	return __vmalloc(size, GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN);
 }
 
-static int ds_charge(struct ds_tracer *tracer, size_t bytes)
+/*
+ * Charge the user, as perf, io_uring and BPF do: a budget per mm would be
+ * new with every fork and exec of the requester. CAP_IPC_LOCK lifts the
+ * limit, not the count.
+ */
+static int ds_user_charge(struct user_struct *user, unsigned long pages)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	unsigned long cur = atomic_long_read(&user->locked_vm);
+
+	if (capable(CAP_IPC_LOCK))
+		limit = ULONG_MAX;
+	do {
+		if (pages > limit || cur > limit - pages)
+			return -ENOMEM;
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur,
+					  cur + pages));
+	return 0;
+}
+
+/* The requester's VmLck shows the charge; the limit is the user's. */
+static void ds_mm_show(struct mm_struct *mm, unsigned long pages, bool inc)
+{
+	mmap_write_lock(mm);
+	__account_locked_vm(mm, pages, inc, current, true);
+	mmap_write_unlock(mm);
+}
+
+static int ds_account_mem(struct ds_tracer *tracer, size_t bytes)
 {
 	struct mm_struct *mm = current->mm;
 	unsigned long pages = PFN_UP(bytes);
+	struct user_struct *user;
 	int err;
 
 	/* Kernel threads have no locked-memory limit to charge. */
 	if (!mm)
 		return 0;
-	err = account_locked_vm(mm, pages, true);
+	user = current_user();
+	err = ds_user_charge(user, pages);
 	if (err)
 		return err;
+	tracer->user = get_uid(user);
 	/* The refund must find this mm even after the requester exits. */
 	mmgrab(mm);
 	tracer->mm = mm;
 	tracer->charged = pages;
-	atomic_long_add(pages, &ds_charged);
+	ds_mm_show(mm, pages, true);
 	return 0;
 }
 
-static void ds_refund(struct ds_tracer *tracer)
+static void ds_unaccount_mem(struct ds_tracer *tracer)
 {
-	if (!tracer->mm)
+	if (!tracer->user)
 		return;
-	account_locked_vm(tracer->mm, tracer->charged, false);
-	atomic_long_sub(tracer->charged, &ds_charged);
+	ds_mm_show(tracer->mm, tracer->charged, false);
 	mmdrop(tracer->mm);
 	tracer->mm = NULL;
+	atomic_long_sub(tracer->charged, &tracer->user->locked_vm);
+	free_uid(tracer->user);
+	tracer->user = NULL;
 }
 
 static int ds_buf_alloc(struct ds_tracer *tracer, const struct ds_config *cfg,
@@ -568,13 +632,13 @@ static int ds_buf_alloc(struct ds_tracer *tracer, const struct ds_config *cfg,
 		return 0;
 	}
 	if (charge) {
-		err = ds_charge(tracer, bytes);
+		err = ds_account_mem(tracer, bytes);
 		if (err)
 			return err;
 	}
 	tracer->buf = ds_buffer_alloc(bytes);
 	if (!tracer->buf) {
-		ds_refund(tracer);
+		ds_unaccount_mem(tracer);
 		return -ENOMEM;
 	}
 	tracer->own_buf = true;
@@ -585,7 +649,7 @@ static void ds_tracer_free(struct ds_tracer *tracer)
 {
 	if (tracer->own_buf)
 		vfree(tracer->buf);
-	ds_refund(tracer);
+	ds_unaccount_mem(tracer);
 	kfree(tracer);
 }
 
@@ -596,6 +660,13 @@ static int ds_config_check(enum ds_kind kind, bool per_cpu,
 {
 	if (!cfg || cfg->flags & ~DS_FLAGS_MASK ||
 	    !(cfg->flags & (DS_KERNEL | DS_USER)))
+		return -EINVAL;
+	/*
+	 * A task's tracer serves whoever may read the task's memory, which
+	 * gives no right to the kernel's control flow (perf refuses kernel
+	 * BTS outright).
+	 */
+	if (cfg->flags & DS_KERNEL && !per_cpu)
 		return -EINVAL;
 	/* Scheduling events only make sense for BTS of a task. */
 	if (cfg->flags & DS_TIMESTAMPS && (kind != DS_BTS || per_cpu))
@@ -627,6 +698,9 @@ static struct ds_tracer *ds_tracer_alloc(enum ds_kind kind, bool per_cpu,
 	size = ds_record_size(kind);
 	if (size < 0)
 		return ERR_PTR(size);
+	if (cfg->flags & DS_KERNEL && ds_caps.meltdown &&
+	    !READ_ONCE(ds_meltdown_kernel))
+		return ERR_PTR(-EPERM);
 	if (cfg->size < size || cfg->threshold > cfg->size / size)
 		return ERR_PTR(-EINVAL);
 
@@ -760,6 +834,12 @@ static void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)
 			ds_buf_append_user(tracer, dc->stage[kind], n);
 		else
 			ds_buf_append(tracer, dc->stage[kind], n);
+		/*
+		 * A full staging buffer dropped what came next, and the CPU
+		 * does not say how much: count at least one lost record.
+		 */
+		if (index >= part->absmax)
+			tracer->lost++;
 		raw_spin_unlock(&tracer->lock);
 	}
 	WRITE_ONCE(part->index, part->base);
@@ -775,8 +855,13 @@ static void ds_debugctl_set(struct ds_cpu *dc, u64 bits)
 
 	lockdep_assert_irqs_disabled();
 
-	if (dc->debugctl == bits)
+	if (dc->debugctl == bits && !READ_ONCE(dc->nmi_stopped))
 		return;
+	/*
+	 * Cleared first: an NMI after this that stops BTS again sets it
+	 * again, and queues the collection that writes our bits back.
+	 */
+	WRITE_ONCE(dc->nmi_stopped, false);
 	val = ds_hw->read_debugctl();
 	ds_hw->write_debugctl((val & ~DS_DEBUGCTL_MASK) | bits);
 	dc->debugctl = bits;
@@ -941,12 +1026,32 @@ static bool ds_cpu_at_threshold(struct ds_cpu *dc)
  * ds_stage_collect() left. The CPU masks LVTPC when it delivers a PMI:
  * unmask it for the next one, or, once disarmed, put back what we found.
  */
+/*
+ * Stop BTS until the collection: the margin above the threshold then only
+ * has to hold the PMI's skid, not every branch taken until interrupts are
+ * enabled again. A read-modify-write that this NMI interrupts writes its
+ * value after ours, BTS included; the collection stops BTS then.
+ */
+static void ds_nmi_stop_bts(struct ds_cpu *dc)
+{
+	struct ds_area_part *part;
+
+	if (!dc->stage[DS_BTS])
+		return;
+	part = ds_part(dc->area, DS_BTS);
+	if (READ_ONCE(part->index) < READ_ONCE(part->threshold))
+		return;
+	ds_hw->write_debugctl(ds_hw->read_debugctl() & ~DS_DEBUGCTL_MASK);
+	WRITE_ONCE(dc->nmi_stopped, true);
+}
+
 static int ds_nmi_handler(unsigned int cmd, struct pt_regs *regs)
 {
 	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
 
 	if (READ_ONCE(dc->armed) && ds_cpu_at_threshold(dc)) {
 		WRITE_ONCE(dc->pmi_seen, true);
+		ds_nmi_stop_bts(dc);
 		ds_hw->ack_pmi();
 		irq_work_queue(&dc->collect_work);
 		return NMI_HANDLED;
@@ -1541,6 +1646,40 @@ int ds_resume(struct ds_tracer *tracer)
 }
 EXPORT_SYMBOL_GPL(ds_resume);
 
+/* Apply the tracer's state to this CPU's hardware if it is loaded here. */
+static void ds_tracer_sync_local(struct ds_tracer *tracer)
+{
+	struct ds_cpu *dc;
+	unsigned long flags;
+
+	local_irq_save(flags);
+	dc = this_cpu_ptr(&ds_cpus);
+	if (dc->armed && dc->loaded[tracer->kind] == tracer)
+		ds_cpu_sync(NULL);
+	local_irq_restore(flags);
+}
+
+void ds_suspend_atomic(struct ds_tracer *tracer)
+{
+	WRITE_ONCE(tracer->suspended, true);
+	if (tracer->backend == &ds_hw_backend)
+		ds_tracer_sync_local(tracer);
+}
+EXPORT_SYMBOL_GPL(ds_suspend_atomic);
+
+void ds_resume_atomic(struct ds_tracer *tracer)
+{
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	WRITE_ONCE(tracer->suspended, false);
+	WRITE_ONCE(tracer->paused, false);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	if (tracer->backend == &ds_hw_backend)
+		ds_tracer_sync_local(tracer);
+}
+EXPORT_SYMBOL_GPL(ds_resume_atomic);
+
 int ds_clear(struct ds_tracer *tracer)
 {
 	unsigned long flags;
@@ -1778,6 +1917,16 @@ void ds_switch_to(struct task_struct *prev, struct task_struct *next)
 	ds_stamp(prev, DS_BTS_TASK_DEPARTS);
 	ds_stamp(next, DS_BTS_TASK_ARRIVES);
 	ds_cpu_start(dc, next);
+}
+
+void ds_exec_thread(void)
+{
+	struct task_struct *task = current;
+
+	if (!READ_ONCE(task->thread.ds_ctx) ||
+	    get_dumpable(task->mm) == SUID_DUMP_USER)
+		return;
+	ds_exit_thread(task);
 }
 
 void ds_fork_thread(struct task_struct *child)

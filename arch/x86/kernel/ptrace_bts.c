@@ -25,12 +25,15 @@
 #define pr_fmt(fmt) "ptrace_bts: " fmt
 
 #include <linux/build_bug.h>
+#include <linux/capability.h>
 #include <linux/errno.h>
 #include <linux/init.h>
 #include <linux/minmax.h>
 #include <linux/pid_namespace.h>
 #include <linux/ptrace.h>
 #include <linux/sched.h>
+#include <linux/sched/coredump.h>
+#include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
 #include <linux/signal.h>
@@ -128,12 +131,20 @@ void ptrace_bts_exit(struct task_struct *task)
 	ptrace_bts_release(task);
 }
 
+/*
+ * Under tasklist_lock: the release sleeps, so it waits for the workqueue,
+ * but the recording stops now. The child is no longer traced; it must not
+ * be single-stepped, signalled for a full buffer or leave records behind
+ * in the meantime.
+ */
 void ptrace_bts_untrace(struct task_struct *child)
 {
 	struct ptrace_bts *pb = xchg(&child->thread.ptrace_bts, NULL);
 
-	if (pb)
-		queue_work(ptrace_bts_wq, &pb->release_work);
+	if (!pb)
+		return;
+	ds_suspend_atomic(pb->tracer);
+	queue_work(ptrace_bts_wq, &pb->release_work);
 }
 
 void ptrace_bts_fork(struct task_struct *child)
@@ -151,8 +162,16 @@ void ptrace_bts_fork(struct task_struct *child)
 static void ptrace_bts_overflow(struct ds_tracer *tracer, void *cookie)
 {
 	struct ptrace_bts *pb = cookie;
+	struct task_struct *child = pb->task;
 
-	do_send_sig_info(pb->signal, SEND_SIG_PRIV, pb->task, PIDTYPE_PID);
+	/*
+	 * __ptrace_unlink() takes the context out under tasklist_lock: a
+	 * child whose link ended meanwhile gets no signal.
+	 */
+	read_lock(&tasklist_lock);
+	if (READ_ONCE(child->thread.ptrace_bts) == pb)
+		do_send_sig_info(pb->signal, SEND_SIG_PRIV, child, PIDTYPE_PID);
+	read_unlock(&tasklist_lock);
 }
 
 static void ptrace_bts_ds_config(struct ptrace_bts *pb,
@@ -279,6 +298,25 @@ static int ptrace_bts_update(struct task_struct *child,
 	return 0;
 }
 
+/*
+ * The records show the tracee's control flow: ask what PTRACE_PEEKTEXT
+ * asks (ptrace_access_vm()). After an exec of an image its user may not
+ * read, ds_exec_thread() stopped the trace; only a tracer that may read
+ * such an image starts another.
+ */
+static bool ptrace_bts_may_read(struct task_struct *child)
+{
+	struct mm_struct *mm = get_task_mm(child);
+	bool ok;
+
+	if (!mm)
+		return false;
+	ok = get_dumpable(mm) == SUID_DUMP_USER ||
+	     ptracer_capable(child, mm->user_ns);
+	mmput(mm);
+	return ok;
+}
+
 static int ptrace_bts_config(struct task_struct *child,
 			     const void __user *ucfg, unsigned long len)
 {
@@ -304,6 +342,8 @@ static int ptrace_bts_config(struct task_struct *child,
 		ptrace_bts_release(child);
 		return 0;
 	}
+	if (!ptrace_bts_may_read(child))
+		return -EPERM;
 	/*
 	 * Only an allocation chooses the backend; otherwise it may be named
 	 * as it is, so that a tracer can write back what STATUS read.
@@ -344,6 +384,9 @@ static long ptrace_bts_status(struct task_struct *child, void __user *ucfg,
 	if (pb) {
 		cfg.size = geom.capacity * sizeof(struct bts_struct);
 		cfg.flags = pb->flags;
+		/* Stopped at an exec (ds_exec_thread()); the records stay. */
+		if (geom.status & DS_STATUS_DETACHED)
+			cfg.flags &= ~PTRACE_BTS_O_TRACE;
 		cfg.signal = pb->signal;
 		cfg.backend = pb->backend;
 	}

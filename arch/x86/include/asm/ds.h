@@ -315,6 +315,31 @@ int ds_suspend(struct ds_tracer *tracer);
 int ds_resume(struct ds_tracer *tracer);
 
 /**
+ * ds_suspend_atomic() - stop recording now, from any context but NMI
+ * @tracer: the handle
+ *
+ * The emulated backend records nothing more from the return of this call,
+ * and neither does the hardware on this CPU. On another CPU where @tracer's
+ * task runs, the hardware stops at the next context switch or threshold
+ * collection there; records it stores until then still reach the buffer.
+ * ds_resume() or ds_resume_atomic() ends it.
+ *
+ * Context: any context except NMI.
+ */
+void ds_suspend_atomic(struct ds_tracer *tracer);
+
+/**
+ * ds_resume_atomic() - resume recording, from any context but NMI
+ * @tracer: the handle
+ *
+ * As ds_resume(); the hardware of a tracer loaded on another CPU resumes at
+ * the next context switch or threshold collection there.
+ *
+ * Context: any context except NMI.
+ */
+void ds_resume_atomic(struct ds_tracer *tracer);
+
+/**
  * ds_clear() - empty the trace buffer and reset the lost-record count
  * @tracer: the handle
  *
@@ -523,6 +548,19 @@ void ds_switch_to(struct task_struct *prev, struct task_struct *next);
 void ds_exit_thread(struct task_struct *task);
 
 /**
+ * ds_exec_thread() - detach the tracers of a task whose new image is private
+ *
+ * From arch_setup_new_exec(), before the new image runs. An image that the
+ * task's user may not read (not %SUID_DUMP_USER: set-user-ID, unreadable)
+ * must not show its control flow to tracers that were set up for the old
+ * one, as perf_event_exit_task() does for perf's events. The records taken
+ * before stay readable.
+ *
+ * Context: process context, may sleep.
+ */
+void ds_exec_thread(void);
+
+/**
  * ds_fork_thread() - a new task starts without tracers
  * @child: the new task, from copy_thread(), not yet running
  *
@@ -665,6 +703,9 @@ static inline void ds_perf_release(void) { }
 static inline void ds_switch_to(struct task_struct *prev,
 				struct task_struct *next) { }
 static inline void ds_exit_thread(struct task_struct *task) { }
+static inline void ds_suspend_atomic(struct ds_tracer *tracer) { }
+static inline void ds_resume_atomic(struct ds_tracer *tracer) { }
+static inline void ds_exec_thread(void) { }
 static inline void ds_fork_thread(struct task_struct *child) { }
 
 #endif /* CONFIG_X86_DS */

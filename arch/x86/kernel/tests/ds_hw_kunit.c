@@ -672,7 +672,10 @@ static int ds_hw_thread(void *arg)
 	return 0;
 }
 
-/* A hardware tracer of a kernel thread follows it, and only it. */
+/*
+ * A task's tracer records user mode only, also for a kernel thread: its
+ * kernel loop leaves nothing.
+ */
 static void ds_hw_test_task_kthread(struct kunit *test)
 {
 	struct ds_hw_test *t = test->priv;
@@ -690,6 +693,9 @@ static void ds_hw_test_task_kthread(struct kunit *test)
 	thread = kthread_create(ds_hw_thread, t, "ds_hw_test");
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, thread);
 	t->thread = thread;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_task(t->thread, &cfg)),
+			-EINVAL);
+	cfg.flags = DS_USER;
 	t->task_tracer = ds_request_bts_task(t->thread, &cfg);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, t->task_tracer);
 	KUNIT_EXPECT_PTR_EQ(test, ds_tracer_task(t->task_tracer), t->thread);
@@ -705,7 +711,8 @@ static void ds_hw_test_task_kthread(struct kunit *test)
 	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&t->thread_done,
 							  DS_HW_TIMEOUT), 0UL);
 	KUNIT_EXPECT_EQ(test, ds_hw_scan(test, t->task_tracer, &t->thread_run,
-					 &geom), DS_HW_LOOPS);
+					 &geom), 0);
+	KUNIT_EXPECT_EQ(test, geom.count, 0);
 	KUNIT_EXPECT_EQ(test, geom.lost, 0);
 	KUNIT_EXPECT_EQ(test, geom.status, 0);
 }
@@ -717,7 +724,7 @@ static void ds_hw_test_conflict(struct kunit *test)
 	struct ds_config cfg = {
 		.size		= SZ_4K,
 		.overflow	= DS_OVERFLOW_WRAP,
-		.flags		= DS_KERNEL,
+		.flags		= DS_USER,
 		.backend	= DS_BACKEND_HARDWARE,
 	};
 	int cpu = cpumask_last(cpu_online_mask);
@@ -823,6 +830,7 @@ static void ds_hw_test_exit(struct kunit *test)
 				       PTR_ERR(tracer));
 		ds_release(tracer);
 	}
+	cfg.flags = DS_USER;
 	tracer = ds_request_bts_task(current, &cfg);
 	KUNIT_EXPECT_FALSE_MSG(test, IS_ERR(tracer), "task: %ld",
 			       PTR_ERR(tracer));

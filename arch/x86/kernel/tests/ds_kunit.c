@@ -50,6 +50,8 @@ struct ds_test {
 	const struct ds_backend	*saved_emulated;
 	int			notified;
 	void			*cookie;
+	/* The locked memory of the test's user before the test. */
+	long			user_locked;
 };
 
 static struct ds_hw_caps ds_sim_caps;
@@ -227,7 +229,7 @@ static struct ds_config ds_test_cfg(size_t size)
 	struct ds_config cfg = {
 		.size		= size,
 		.overflow	= DS_OVERFLOW_WRAP,
-		.flags		= DS_USER | DS_KERNEL,
+		.flags		= DS_USER,
 		.backend	= DS_BACKEND_HARDWARE,
 	};
 
@@ -348,11 +350,12 @@ static int ds_test_init(struct kunit *test)
 		kunit_skip(test, "%s", busy);
 
 	test->priv = dt;
+	dt->user_locked = atomic_long_read(&current_user()->locked_vm);
 	ds_test_install(ds_test_full_caps);
 	return 0;
 }
 
-static void ds_test_expect_idle(struct kunit *test)
+static void ds_test_expect_idle(struct kunit *test, struct ds_test *dt)
 {
 	enum ds_kind kind;
 	int cpu;
@@ -360,7 +363,8 @@ static void ds_test_expect_idle(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_hw_users, 0);
 	KUNIT_EXPECT_FALSE(test, ds_hw_active);
 	KUNIT_EXPECT_EQ(test, ds_nr_emulated, 0);
-	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), 0);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&current_user()->locked_vm),
+			dt->user_locked);
 	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), 0);
 	for (kind = 0; kind < DS_NR_KINDS; kind++) {
 		KUNIT_EXPECT_EQ(test, ds_nr_task_hw[kind], 0);
@@ -394,7 +398,7 @@ static void ds_test_exit(struct kunit *test)
 	if (READ_ONCE(ds_emulated))
 		ds_unregister_backend(ds_emulated);
 
-	ds_test_expect_idle(test);
+	ds_test_expect_idle(test, dt);
 
 	mutex_lock(&ds_mutex);
 	ds_hw = &ds_msr_ops;
@@ -402,6 +406,10 @@ static void ds_test_exit(struct kunit *test)
 	WRITE_ONCE(ds_emulated, dt->saved_emulated);
 	mutex_unlock(&ds_mutex);
 }
+
+static void ds_test_use_mm(struct kunit *test, struct mm_struct **mmp);
+static void ds_test_unuse_mm(struct mm_struct *mm);
+static u64 ds_test_debugctl(void);
 
 /* --- a fake emulated backend --- */
 
@@ -1088,16 +1096,19 @@ static void ds_test_caller_buffer(struct kunit *test)
 	struct ds_config cfg = ds_test_cfg(4 * DS_BTS_RECORD_SIZE);
 	struct ds_bts_record *buf;
 	struct ds_tracer *tracer;
+	struct mm_struct *mm;
 
 	buf = kunit_kzalloc(test, cfg.size, GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, buf);
 	cfg.buffer = buf;
+	ds_test_use_mm(test, &mm);
 	tracer = ds_test_task(test, &cfg);
+	KUNIT_EXPECT_EQ(test, mm->locked_vm, 0);
+	ds_test_unuse_mm(mm);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 2), 2);
 	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count, 2);
 	KUNIT_EXPECT_EQ(test, buf[1].from, DS_TEST_FROM + 1);
-	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), 0);
 }
 
 static void ds_test_clear(struct kunit *test)
@@ -1170,9 +1181,12 @@ static void ds_test_notify_clear(struct kunit *test)
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	/* Records beyond the PMI land before it is handled: skid. */
 	local_irq_save(flags);
+	ds_sim_skid = true;
 	for (i = 0; i < 6; i++)
 		ds_sim_branch(DS_TEST_FROM + i,
 			      DS_TEST_FROM + i + DS_TEST_TO_OFFSET, true);
+	ds_sim_skid = false;
+	ds_sim_pmi();
 	local_irq_restore(flags);
 	ds_sim_settle(tracer);
 	geom = ds_test_geom(test, tracer);
@@ -1213,6 +1227,49 @@ static void ds_test_suspend_resume(struct kunit *test)
 }
 
 /* --- PEBS --- */
+
+/*
+ * ds_suspend_atomic() from interrupts-off context: the hardware of this
+ * CPU and the emulation stop at once, with no IPI and no sleep.
+ */
+static void ds_test_suspend_atomic(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *hw, *emu;
+	u64 ctl_suspended, ctl_resumed;
+	bool emu_recording;
+
+	migrate_disable();
+	hw = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(hw));
+	local_irq_disable();
+	ds_suspend_atomic(hw);
+	ctl_suspended = this_cpu_read(ds_sim_debugctl);
+	ds_resume_atomic(hw);
+	ctl_resumed = this_cpu_read(ds_sim_debugctl);
+	local_irq_enable();
+	migrate_enable();
+	KUNIT_EXPECT_EQ(test, ctl_suspended, DS_SIM_OTHER_BITS);
+	KUNIT_EXPECT_EQ(test, ctl_resumed, DS_SIM_OTHER_BITS | ds_bts_bits(hw));
+	KUNIT_EXPECT_NE(test, ds_bts_bits(hw), 0);
+	ds_test_release(test, hw);
+
+	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
+	cfg.backend = DS_BACKEND_EMULATED;
+	emu = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(emu));
+	KUNIT_EXPECT_TRUE(test, ds_emulated_recording(current));
+	local_irq_disable();
+	ds_suspend_atomic(emu);
+	emu_recording = ds_emulated_recording(current);
+	local_irq_enable();
+	KUNIT_EXPECT_FALSE(test, emu_recording);
+	KUNIT_EXPECT_EQ(test, ds_emulated_write_bts(current, 1, 2), -ENOSPC);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, emu).status,
+			DS_STATUS_SUSPENDED);
+	ds_resume_atomic(emu);
+	KUNIT_EXPECT_EQ(test, ds_emulated_write_bts(current, 1, 2), 0);
+}
 
 static void ds_test_pebs_reset(struct kunit *test)
 {
@@ -1331,6 +1388,7 @@ static void ds_test_memlock_charge(struct kunit *test)
 	struct ds_config cfg = ds_test_cfg(16 * PAGE_SIZE);
 	unsigned long pages = PFN_UP(cfg.size / DS_BTS_RECORD_SIZE *
 				     DS_BTS_RECORD_SIZE);
+	struct ds_test *dt = test->priv;
 	struct ds_tracer *tracer;
 	struct mm_struct *mm;
 
@@ -1338,11 +1396,52 @@ static void ds_test_memlock_charge(struct kunit *test)
 	tracer = ds_test_task(test, &cfg);
 	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
 	KUNIT_EXPECT_EQ(test, mm->locked_vm, pages);
-	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), pages);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&current_user()->locked_vm),
+			dt->user_locked + pages);
 	ds_test_release(test, tracer);
 	KUNIT_EXPECT_EQ(test, mm->locked_vm, 0);
-	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), 0);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&current_user()->locked_vm),
+			dt->user_locked);
 	ds_test_unuse_mm(mm);
+}
+
+/*
+ * The budget is the user's: a new address space (an exec, a forked
+ * tracer) brings no new one.
+ */
+static void ds_test_memlock_per_user(struct kunit *test)
+{
+	struct rlimit *rlim = &current->signal->rlim[RLIMIT_MEMLOCK];
+	struct ds_config cfg = ds_test_cfg(16 * PAGE_SIZE);
+	struct ds_test *dt = test->priv;
+	struct rlimit saved = *rlim;
+	struct mm_struct *mm, *other;
+	struct ds_tracer *tracer;
+	const struct cred *old;
+	struct cred *cred;
+
+	cred = prepare_creds();
+	KUNIT_ASSERT_NOT_NULL(test, cred);
+	cap_lower(cred->cap_effective, CAP_IPC_LOCK);
+	rlim->rlim_cur = dt->user_locked * PAGE_SIZE + 24 * PAGE_SIZE;
+	old = override_creds(cred);
+
+	ds_test_use_mm(test, &mm);
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	ds_test_unuse_mm(mm);
+	ds_test_use_mm(test, &other);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -ENOMEM);
+	KUNIT_EXPECT_EQ(test, other->locked_vm, 0);
+	ds_test_release(test, tracer);
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	ds_test_release(test, tracer);
+	ds_test_unuse_mm(other);
+
+	revert_creds(old);
+	put_cred(cred);
+	*rlim = saved;
 }
 
 static void ds_test_memlock_limit(struct kunit *test)
@@ -1373,7 +1472,6 @@ static void ds_test_memlock_limit(struct kunit *test)
 	*rlim = saved;
 	put_cred(cred);
 	ds_test_unuse_mm(mm);
-	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), 0);
 }
 
 static void *ds_test_alloc_fails(size_t size)
@@ -1391,7 +1489,6 @@ static void ds_test_memlock_failed_alloc(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -ENOMEM);
 	kunit_deactivate_static_stub(test, ds_buffer_alloc);
 	KUNIT_EXPECT_EQ(test, mm->locked_vm, 0);
-	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_charged), 0);
 	ds_test_unuse_mm(mm);
 }
 
@@ -1531,6 +1628,67 @@ static void ds_test_threshold_interrupt(struct kunit *test)
 }
 
 /*
+ * The threshold PMI stops BTS at once, in the NMI: what the CPU does until
+ * interrupts are enabled again (the rest of an irqs-off section) does not
+ * eat into the staging buffer's margin. The collection starts it again.
+ */
+static void ds_test_pmi_stops_bts(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_MAX_BUFFER_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	unsigned long flags;
+	int stored = 0;
+	u64 ctl;
+	size_t i;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	local_irq_save(flags);
+	for (i = 0; i < DS_TEST_STAGE_RECORDS; i++)
+		stored += ds_sim_branch(DS_TEST_FROM + i, DS_TEST_FROM + i,
+					true);
+	ctl = this_cpu_read(ds_sim_debugctl);
+	local_irq_restore(flags);
+	ds_sim_settle(tracer);
+	KUNIT_EXPECT_EQ(test, stored, DS_TEST_STAGE_IRQ_AT);
+	KUNIT_EXPECT_EQ(test, ctl, DS_SIM_OTHER_BITS);
+	KUNIT_EXPECT_EQ(test, ds_test_debugctl(),
+			DS_SIM_OTHER_BITS | ds_bts_bits(tracer));
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 1), 1);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count,
+			DS_TEST_STAGE_IRQ_AT + 1);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).lost, 0);
+}
+
+/*
+ * A PMI too late to stop the CPU before the staging buffer is full: the
+ * records it dropped are not known, but at least one is counted lost.
+ */
+static void ds_test_stage_full_lost(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_MAX_BUFFER_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_geometry geom;
+	unsigned long flags;
+	int stored = 0;
+	size_t i;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	local_irq_save(flags);
+	ds_sim_skid = true;
+	for (i = 0; i < DS_TEST_STAGE_RECORDS + 5; i++)
+		stored += ds_sim_branch(DS_TEST_FROM + i, DS_TEST_FROM + i,
+					true);
+	ds_sim_skid = false;
+	ds_sim_pmi();
+	local_irq_restore(flags);
+	ds_sim_settle(tracer);
+	KUNIT_EXPECT_EQ(test, stored, DS_TEST_STAGE_RECORDS);
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.count, DS_TEST_STAGE_RECORDS);
+	KUNIT_EXPECT_EQ(test, geom.lost, 1);
+}
+
+/*
  * A threshold PMI the CPU delivers after the staging buffer was collected
  * (skid past a context switch, say) is still ours: claimed once, with
  * LVTPC unmasked for it. One that came in time leaves nothing owed.
@@ -1639,14 +1797,54 @@ static void ds_test_debugctl_bits(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_test_debugctl(), DS_SIM_OTHER_BITS);
 	ds_test_release(test, tracer);
 
+	/* Kernel mode only: a CPU's tracer. */
 	cfg.flags = DS_KERNEL;
-	tracer = ds_test_task(test, &cfg);
-	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	migrate_disable();
+	tracer = ds_test_keep(test,
+			      ds_request_bts_cpu(smp_processor_id(), &cfg));
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
 	KUNIT_EXPECT_EQ(test, ds_test_debugctl(),
 			DS_SIM_OTHER_BITS | DS_DEBUGCTL_BTS_ON |
 			DEBUGCTLMSR_BTS_OFF_USR);
 	ds_test_release(test, tracer);
 	KUNIT_EXPECT_EQ(test, ds_test_debugctl(), DS_SIM_OTHER_BITS);
+	migrate_enable();
+}
+
+/*
+ * Kernel mode is for CPU tracers only, and where Meltdown would let any
+ * user read the staging buffers, only if the administrator said so.
+ */
+static void ds_test_kernel_policy(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_hw_caps caps = ds_test_full_caps;
+	bool saved = ds_meltdown_kernel;
+	struct ds_tracer *tracer;
+
+	cfg.flags = DS_USER | DS_KERNEL;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
+			-EINVAL);
+	cfg.backend = DS_BACKEND_AUTO;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
+	cfg.backend = DS_BACKEND_HARDWARE;
+
+	caps.meltdown = true;
+	ds_test_install(caps);
+	ds_meltdown_kernel = false;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)), -EPERM);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_cpu(0, &cfg)), -EPERM);
+	cfg.flags = DS_USER;
+	tracer = ds_test_keep(test, ds_request_bts_cpu(0, &cfg));
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	ds_test_release(test, tracer);
+
+	cfg.flags = DS_KERNEL;
+	ds_meltdown_kernel = true;
+	tracer = ds_test_keep(test, ds_request_bts_cpu(0, &cfg));
+	ds_meltdown_kernel = saved;
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
 }
 
 static void ds_test_debugctl_preserved(struct kunit *test)
@@ -1666,7 +1864,7 @@ static void ds_test_debugctl_preserved(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_resume(tracer), 0);
 	KUNIT_EXPECT_EQ(test, ds_test_debugctl() & ~DEBUGCTLMSR_BTF,
 			(DS_SIM_OTHER_BITS & ~DEBUGCTLMSR_BTF) |
-			DS_DEBUGCTL_BTS_ON);
+			DS_DEBUGCTL_BTS_ON | DEBUGCTLMSR_BTS_OFF_OS);
 	ds_test_release(test, tracer);
 	/* Put the bit back on every CPU, as the leak check expects it. */
 	ds_test_install(ds_test_full_caps);
@@ -1750,9 +1948,9 @@ static void ds_test_update(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 4), 4);
 
 	KUNIT_EXPECT_EQ(test, ds_update(NULL, &cfg), -EINVAL);
-	cfg.flags = DS_USER;
-	KUNIT_EXPECT_EQ(test, ds_update(tracer, &cfg), -EINVAL);
 	cfg.flags = DS_USER | DS_KERNEL;
+	KUNIT_EXPECT_EQ(test, ds_update(tracer, &cfg), -EINVAL);
+	cfg.flags = DS_USER;
 	cfg.overflow = DS_OVERFLOW_NOTIFY;
 	KUNIT_EXPECT_EQ(test, ds_update(tracer, &cfg), -EINVAL);
 
@@ -1774,7 +1972,7 @@ static void ds_test_update(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_update(tracer, &cfg), 0);
 	KUNIT_EXPECT_TRUE(test, ds_tracer_recording(tracer));
 	KUNIT_EXPECT_EQ(test, ds_tracer_flags(tracer),
-			DS_USER | DS_KERNEL | DS_TIMESTAMPS);
+			DS_USER | DS_TIMESTAMPS);
 	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 4, 1), 1);
 	geom = ds_test_geom(test, tracer);
 	KUNIT_EXPECT_EQ(test, geom.count, 4);
@@ -1893,19 +2091,24 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_notify_pause_resume),
 	KUNIT_CASE(ds_test_notify_clear),
 	KUNIT_CASE(ds_test_suspend_resume),
+	KUNIT_CASE(ds_test_suspend_atomic),
 	KUNIT_CASE(ds_test_pebs_reset),
 	KUNIT_CASE(ds_test_pebs_formats),
 	KUNIT_CASE(ds_test_pebs_collect),
 	KUNIT_CASE(ds_test_memlock_charge),
+	KUNIT_CASE(ds_test_memlock_per_user),
 	KUNIT_CASE(ds_test_memlock_limit),
 	KUNIT_CASE(ds_test_memlock_failed_alloc),
 	KUNIT_CASE(ds_test_memlock_mm_gone),
 	KUNIT_CASE(ds_test_fork_not_inherited),
 	KUNIT_CASE(ds_test_release_on_exit),
 	KUNIT_CASE(ds_test_threshold_interrupt),
+	KUNIT_CASE(ds_test_pmi_stops_bts),
+	KUNIT_CASE(ds_test_stage_full_lost),
 	KUNIT_CASE(ds_test_late_pmi),
 	KUNIT_CASE(ds_test_switch_collects),
 	KUNIT_CASE(ds_test_debugctl_bits),
+	KUNIT_CASE(ds_test_kernel_policy),
 	KUNIT_CASE(ds_test_debugctl_preserved),
 	KUNIT_CASE(ds_test_emulated),
 	KUNIT_CASE(ds_test_user_filter),

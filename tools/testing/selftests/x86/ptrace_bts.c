@@ -35,8 +35,10 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/ucontext.h>
@@ -1036,7 +1038,7 @@ TEST_F(bts, too_large)
 }
 
 /* Drop CAP_IPC_LOCK from the effective set of this (test) process. */
-static void drop_ipc_lock(struct __test_metadata *_metadata)
+static void drop_cap(struct __test_metadata *_metadata, int cap)
 {
 	struct __user_cap_header_struct hdr = {
 		.version = _LINUX_CAPABILITY_VERSION_3,
@@ -1044,8 +1046,13 @@ static void drop_ipc_lock(struct __test_metadata *_metadata)
 	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
 
 	ASSERT_EQ(0, syscall(SYS_capget, &hdr, data));
-	data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective &= ~CAP_TO_MASK(CAP_IPC_LOCK);
+	data[CAP_TO_INDEX(cap)].effective &= ~CAP_TO_MASK(cap);
 	ASSERT_EQ(0, syscall(SYS_capset, &hdr, data));
+}
+
+static void drop_ipc_lock(struct __test_metadata *_metadata)
+{
+	drop_cap(_metadata, CAP_IPC_LOCK);
 }
 
 /* Without CAP_IPC_LOCK, RLIMIT_MEMLOCK bounds the buffer: ENOMEM. */
@@ -3361,6 +3368,91 @@ TEST_F(bts, tracee_execs)
 	EXPECT_GT(BTS_MAX_RECORDS, n);
 	check_oldest(_metadata, self->pid, jmp_trace, ARRAY_SIZE(jmp_trace));
 	check_newest(_metadata, self->pid, jmp_trace, ARRAY_SIZE(jmp_trace));
+	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, self->pid, NULL, 0));
+	ASSERT_EQ(self->pid, waitpid(self->pid, &status, __WALL));
+	ASSERT_TRUE(WIFEXITED(status)) {
+		TH_LOG("status %#x", status);
+	}
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	self->pid = 0;
+}
+
+/* A copy of this program its user may execute but not read. */
+static int unreadable_copy(struct __test_metadata *_metadata)
+{
+	char buf[65536];
+	int in, out;
+	ssize_t n;
+
+	in = open("/proc/self/exe", O_RDONLY);
+	ASSERT_LE(0, in);
+	out = memfd_create("ptrace_bts_private", 0);
+	ASSERT_LE(0, out);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		ASSERT_EQ(n, write(out, buf, n));
+	ASSERT_EQ(0, n);
+	close(in);
+	ASSERT_EQ(0, fchmod(out, 0111));
+	return out;
+}
+
+static void exec_private_routine(unsigned long fd)
+{
+	char *const argv[] = { "ptrace_bts", BTS_HELPER_ARG, NULL };
+
+	/* An ordinary user, whose image its tracer may read until the exec. */
+	if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534) ||
+	    prctl(PR_SET_DUMPABLE, 1))
+		_exit(6);
+	bts_jmp();
+	fexecve(fd, argv, environ);
+	_exit(5);
+}
+
+/*
+ * exec of an image the tracee's user may not read: as PTRACE_PEEKTEXT
+ * stops working, the trace stops (perf detaches its events there too).
+ * The records of the old image stay; none of the new image's arrive, and
+ * an unprivileged tracer cannot start another trace.
+ */
+TEST_F(bts, tracee_execs_private)
+{
+	struct ptrace_bts_config cfg;
+	long at_exec;
+	int status, fd;
+
+	fd = unreadable_copy(_metadata);
+	/* A tracer that may not read private images. */
+	drop_cap(_metadata, CAP_SYS_PTRACE);
+
+	self->pid = spawn(_metadata, exec_private_routine, fd,
+			  PTRACE_O_TRACEEXEC);
+	cont_to(_metadata, self->pid, 0, jmp_s);
+	ASSERT_EQ(0, bts_config(_metadata, self->pid, BTS_MAX_RECORDS * BTS_REC,
+				BTS_TRACE_ALLOC, 0));
+	cont_to(_metadata, self->pid, 0, jmp_e);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, self->pid, NULL, 0));
+	ASSERT_EQ(self->pid, waitpid(self->pid, &status, __WALL));
+	ASSERT_EQ(SIGTRAP | (PTRACE_EVENT_EXEC << 8), status >> 8);
+
+	errno = 0;
+	EXPECT_EQ(-1, sys_ptrace(PTRACE_PEEKTEXT, self->pid,
+				 (void *)jmp_s, 0));
+	EXPECT_EQ(EIO, errno);
+	get_status(_metadata, self->pid, &cfg);
+	EXPECT_EQ(BTS_MAX_RECORDS * BTS_REC, cfg.size);
+	EXPECT_EQ(0, cfg.flags);
+	at_exec = bts_size(self->pid);
+	check_oldest(_metadata, self->pid, jmp_trace, ARRAY_SIZE(jmp_trace));
+	EXPECT_EQ(-1, bts_config(_metadata, self->pid, BTS_REC,
+				 BTS_TRACE_ALLOC, 0));
+	EXPECT_EQ(EPERM, errno);
+
+	/* The new image runs bts_jmp, unrecorded. */
+	cont_to(_metadata, self->pid, 0, jmp_s);
+	cont_to(_metadata, self->pid, 0, jmp_e);
+	EXPECT_EQ(at_exec, bts_size(self->pid));
+	check_oldest(_metadata, self->pid, jmp_trace, ARRAY_SIZE(jmp_trace));
 	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, self->pid, NULL, 0));
 	ASSERT_EQ(self->pid, waitpid(self->pid, &status, __WALL));
 	ASSERT_TRUE(WIFEXITED(status)) {
