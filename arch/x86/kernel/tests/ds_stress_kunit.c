@@ -10,7 +10,9 @@
  * answer is checked against what <asm/ds.h> promises, and nothing may be
  * left behind. On a CPU without BTS the per-task tracers use the emulated
  * backend and per-CPU requests fail with -EOPNOTSUPP; on the BTS machine
- * model (vm/qemu) both use the hardware. Built for the hostile-use kernel
+ * model (vm/qemu) both use the hardware. Kernel-mode tracing is for per-CPU
+ * tracers only (-EINVAL for a task), and on a CPU affected by Meltdown only
+ * with "ds.meltdown_kernel=1" (-EPERM without), which 'stress-bts' sets. Built for the hostile-use kernel
  * with KASAN, lockdep and fault injection (make test, runs 'stress' and
  * 'stress-bts'). "ds_stress_kunit.seed=" and "ds_stress_kunit.ops=" on the
  * kernel command line repeat or lengthen a run.
@@ -99,6 +101,8 @@ struct ds_stress_slot {
  * @granted:	requests that returned a tracer
  * @notified:	notification callbacks run
  * @toggles:	CPU hotplug toggles that succeeded
+ * @kernel_granted: per-CPU kernel-mode requests granted
+ * @kernel_refused: per-CPU kernel-mode requests refused with -EPERM
  */
 struct ds_stress {
 	struct kunit		*test;
@@ -111,6 +115,8 @@ struct ds_stress {
 	atomic_t		granted;
 	atomic_t		notified;
 	atomic_t		toggles;
+	atomic_t		kernel_granted;
+	atomic_t		kernel_refused;
 };
 
 /**
@@ -207,7 +213,20 @@ static bool ds_stress_config(struct ds_stress *s, struct rnd_state *rnd,
 	}
 	if (ds_stress_break(rnd, cfg))
 		return false;
+	/* A task's tracer never records kernel mode. */
+	if (!per_cpu && cfg->flags & DS_KERNEL)
+		return false;
 	return cfg->size >= DS_STRESS_RECORD_SIZE;
+}
+
+/*
+ * Kernel-mode records of a per-CPU tracer on a CPU affected by Meltdown:
+ * refused with -EPERM unless the administrator set ds.meltdown_kernel.
+ */
+static bool ds_stress_meltdown_policy(const struct ds_config *cfg, bool per_cpu)
+{
+	return per_cpu && cfg->flags & DS_KERNEL &&
+	       boot_cpu_has_bug(X86_BUG_CPU_MELTDOWN);
 }
 
 /* An error a request may return, as <asm/ds.h> lists them. */
@@ -245,6 +264,7 @@ static void ds_stress_request(struct ds_stress_worker *w,
 	struct ds_config cfg;
 	void *buffer = NULL;
 	bool valid;
+	long err;
 
 	if (slot->tracer || (!per_cpu && !slot->task))
 		return;
@@ -262,16 +282,24 @@ static void ds_stress_request(struct ds_stress_worker *w,
 	else
 		tracer = ds_request_bts_task(slot->task, &cfg);
 	if (IS_ERR(tracer)) {
-		KUNIT_EXPECT_TRUE_MSG(test,
-				      ds_stress_request_errno(PTR_ERR(tracer),
-							      per_cpu),
-				      "request: %ld", PTR_ERR(tracer));
-		if (!valid)
-			KUNIT_EXPECT_EQ(test, PTR_ERR(tracer), -EINVAL);
+		err = PTR_ERR(tracer);
 		kvfree(buffer);
+		/* <asm/ds.h> does not order -EPERM and -EINVAL. */
+		if (err == -EPERM &&
+		    ds_stress_meltdown_policy(&cfg, per_cpu)) {
+			atomic_inc(&w->s->kernel_refused);
+			return;
+		}
+		KUNIT_EXPECT_TRUE_MSG(test,
+				      ds_stress_request_errno(err, per_cpu),
+				      "request: %ld", err);
+		if (!valid)
+			KUNIT_EXPECT_EQ(test, err, -EINVAL);
 		return;
 	}
 	KUNIT_EXPECT_TRUE_MSG(test, valid, "an invalid request was granted");
+	if (per_cpu && cfg.flags & DS_KERNEL)
+		atomic_inc(&w->s->kernel_granted);
 	KUNIT_EXPECT_TRUE(test, per_cpu || ds_tracer_task(tracer) == slot->task ||
 			  !ds_tracer_task(tracer));
 	slot->tracer = tracer;
@@ -524,10 +552,15 @@ static void ds_stress_run(struct kunit *test, int first, int last)
 		if (slot->task)
 			kthread_stop_put(slot->task);
 	}
-	kunit_info(test, "seed %u: %d operations, %d tracers granted, %d notifications, %d CPU hotplug toggles\n",
+	kunit_info(test, "seed %u: %d operations, %d tracers granted, %d notifications, %d CPU hotplug toggles, per-CPU kernel mode %d granted, %d refused\n",
 		   seed, atomic_read(&s->done), atomic_read(&s->granted),
-		   atomic_read(&s->notified), atomic_read(&s->toggles));
+		   atomic_read(&s->notified), atomic_read(&s->toggles),
+		   atomic_read(&s->kernel_granted),
+		   atomic_read(&s->kernel_refused));
 	KUNIT_EXPECT_EQ(test, atomic_read(&s->done), ops);
+	/* One policy for the whole run: granted or refused, never both. */
+	KUNIT_EXPECT_FALSE(test, atomic_read(&s->kernel_granted) &&
+			   atomic_read(&s->kernel_refused));
 }
 
 /* Nothing is left behind: this task and every CPU can be traced again. */
@@ -545,8 +578,12 @@ static void ds_stress_nothing_left(struct kunit *test)
 	KUNIT_EXPECT_FALSE_MSG(test, IS_ERR(tracer), "task: %ld",
 			       PTR_ERR(tracer));
 	ds_release(tracer);
+	cfg.flags = DS_KERNEL | DS_USER;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_task(current, &cfg)),
+			-EINVAL);
 
-	cfg.flags = DS_KERNEL;
+	/* User mode: what is left must not depend on the Meltdown policy. */
+	cfg.flags = DS_USER;
 	cfg.backend = DS_BACKEND_HARDWARE;
 	for_each_online_cpu(cpu) {
 		tracer = ds_request_bts_cpu(cpu, &cfg);
