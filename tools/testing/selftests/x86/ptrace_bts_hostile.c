@@ -4,7 +4,9 @@
  *
  * Several tracer processes, all of one unprivileged uid with a small
  * RLIMIT_MEMLOCK, each trace several tracees that loop, fork, spawn
- * threads, exec, signal themselves and die. The tracers stop them at
+ * threads, exec, signal themselves and die; their children and threads
+ * are traced too (PTRACE_O_TRACEFORK, CLONE, EXEC) and get requests like
+ * the others. The tracers stop them at
  * random and issue random PTRACE_BTS_* requests: random sizes, flags,
  * signals, backends, indexes, lengths and pointers (NULL, unmapped,
  * read-only, kernel, misaligned, straddling the end of a page). Tracers
@@ -64,19 +66,44 @@
 #define HO_FAIL_TIMES		"100000"
 /* Freed from a workqueue after a tracer dies: wait that long for it. */
 #define HO_REFUND_WAIT_MS	10000
-/* A tracer that waits this long for a stop it asked for is stuck. */
+/*
+ * A tracer that waits this long for a stop it asked for is stuck: the
+ * supervisor shows where it and its tracees are, then kills it. A tracer
+ * waiting longer than HO_SUSPECT_MS is spared the random kills meanwhile.
+ */
 #define HO_HANG_S		30
+#define HO_SUSPECT_MS		2000
+/* The exit status of a tracee that could not exec the fuzzer. */
+#define HO_EXEC_FAILED		99
+/* Symbols of other objects between functions of the series' objects. */
+#define HO_FOREIGN_RUN		16
 /* Objects younger than 5 s are never reported. */
 #define HO_KMEMLEAK_SETTLE_S	6
 
 #define HO_DEBUGFS	"/sys/kernel/debug"
 #define HO_CPU1		"/sys/devices/system/cpu/cpu1/online"
 
+/* What a tracer shows the supervisor, for its watchdog. */
+struct ho_slot {
+	atomic_int	pid;		/* the tracer, 0 when none */
+	atomic_long	waiting;	/* since when it waits for a stop, ms */
+	atomic_int	interrupted;	/* the tracee it interrupted */
+	atomic_int	n;		/* its tracees */
+	atomic_int	tids[HO_TRACEES * 4];
+};
+
 /* What the processes of a run share, in a shared mapping. */
 struct ho_shared {
 	atomic_long	ops;		/* PTRACE_BTS_* requests issued */
 	atomic_long	stops;		/* ptrace stops handled */
-	atomic_long	events;		/* fork, clone, exec events */
+	atomic_long	forks;		/* PTRACE_EVENT_FORK */
+	atomic_long	vforks;		/* PTRACE_EVENT_VFORK */
+	atomic_long	clones;		/* PTRACE_EVENT_CLONE */
+	atomic_long	execs;		/* PTRACE_EVENT_EXEC */
+	atomic_long	adopted;	/* auto-attached children and threads */
+	atomic_long	child_ops;	/* requests on them */
+	atomic_long	exec_failed;	/* tracees that could not exec */
+	atomic_long	hangs;		/* tracers the watchdog killed */
 	atomic_long	exits;		/* tracees that exited or died */
 	atomic_long	detaches;
 	atomic_long	kills;		/* tracers killed by the supervisor */
@@ -86,6 +113,7 @@ struct ho_shared {
 	atomic_long	bad;		/* errors the documentation does not allow */
 	atomic_int	stop;		/* the hotplug child may stop */
 	long		limit;		/* operations of the run */
+	struct ho_slot	slots[HO_TRACERS];
 };
 
 static struct ho_shared *ho;
@@ -524,37 +552,77 @@ static void ho_one(pid_t pid)
 
 /* ---- the tracers ---- */
 
+/**
+ * struct ho_tracer - a tracer's tracees
+ * @slot:	what the supervisor sees of it
+ * @tids:	the tracees: its own, their children and threads
+ * @child:	which of @tids were attached automatically
+ * @n:		number of @tids
+ */
 struct ho_tracer {
-	pid_t	tids[HO_TRACEES * 4];
-	int	n;
-	long	life_ms;
-	uint64_t seed;
+	struct ho_slot	*slot;
+	pid_t		tids[HO_TRACEES * 4];
+	bool		child[HO_TRACEES * 4];
+	int		n;
 };
 
-static void ho_forget(struct ho_tracer *t, pid_t tid)
+static void ho_publish(struct ho_tracer *t)
 {
 	int i;
 
 	for (i = 0; i < t->n; i++)
-		if (t->tids[i] == tid) {
-			t->tids[i] = t->tids[--t->n];
-			return;
-		}
+		atomic_store(&t->slot->tids[i], t->tids[i]);
+	atomic_store(&t->slot->n, t->n);
 }
 
-static void ho_adopt(struct ho_tracer *t, pid_t tid)
+static int ho_find(struct ho_tracer *t, pid_t tid)
 {
 	int i;
 
 	for (i = 0; i < t->n; i++)
 		if (t->tids[i] == tid)
-			return;
+			return i;
+	return -1;
+}
+
+static void ho_forget(struct ho_tracer *t, pid_t tid)
+{
+	int i = ho_find(t, tid);
+
+	if (i < 0)
+		return;
+	t->n--;
+	t->tids[i] = t->tids[t->n];
+	t->child[i] = t->child[t->n];
+	ho_publish(t);
+}
+
+static void ho_adopt(struct ho_tracer *t, pid_t tid, bool child)
+{
+	if (ho_find(t, tid) >= 0)
+		return;
 	/* Too many: it dies at its first stop, or now. */
 	if (t->n == (int)ARRAY_SIZE(t->tids)) {
 		kill(tid, SIGKILL);
 		return;
 	}
-	t->tids[t->n++] = tid;
+	t->tids[t->n] = tid;
+	t->child[t->n] = child;
+	t->n++;
+	ho_publish(t);
+	if (child)
+		atomic_fetch_add(&ho->adopted, 1);
+}
+
+/* Random requests on a tracee; counted apart for an attached child. */
+static void ho_some(struct ho_tracer *t, pid_t tid, int n)
+{
+	int i = ho_find(t, tid);
+
+	if (i >= 0 && t->child[i])
+		atomic_fetch_add(&ho->child_ops, n);
+	while (n--)
+		ho_one(tid);
 }
 
 static long ho_options(void)
@@ -577,7 +645,7 @@ static void ho_spawn(struct ho_tracer *t)
 	pid = fork();
 	if (pid == 0) {
 		execl(ho_self, ho_self, "--tracee", arg_seed, arg_end, NULL);
-		_exit(2);
+		_exit(HO_EXEC_FAILED);
 	}
 	if (pid < 0)
 		return;
@@ -586,7 +654,7 @@ static void ho_spawn(struct ho_tracer *t)
 		waitpid(pid, NULL, 0);
 		return;
 	}
-	ho_adopt(t, pid);
+	ho_adopt(t, pid, false);
 }
 
 /* Resume a stopped tracee: the signal it stopped for, none, or another. */
@@ -606,28 +674,53 @@ static void ho_resume(pid_t tid, int sig)
 		sys_ptrace(PTRACE_CONT, tid, NULL, 0);
 }
 
+/*
+ * A fork, vfork, clone or exec event: the new child or thread is attached
+ * already and gets requests of its own, maybe before its first stop
+ * (ESRCH). An exec by a thread other than the leader takes the leader's
+ * pid: the thread's own id is gone.
+ */
+static void ho_event(struct ho_tracer *t, pid_t tid, int event)
+{
+	unsigned long msg;
+
+	if (sys_ptrace(PTRACE_GETEVENTMSG, tid, NULL, (unsigned long)&msg))
+		return;
+	switch (event) {
+	case PTRACE_EVENT_FORK:
+		atomic_fetch_add(&ho->forks, 1);
+		break;
+	case PTRACE_EVENT_VFORK:
+		atomic_fetch_add(&ho->vforks, 1);
+		break;
+	case PTRACE_EVENT_CLONE:
+		atomic_fetch_add(&ho->clones, 1);
+		break;
+	case PTRACE_EVENT_EXEC:
+		atomic_fetch_add(&ho->execs, 1);
+		if ((pid_t)msg != tid)
+			ho_forget(t, msg);
+		return;
+	default:
+		return;
+	}
+	ho_adopt(t, msg, true);
+	if (ho_below(2))
+		ho_some(t, msg, 1);
+}
+
 /* A tracee stopped: requests on it, maybe detach, then let it go on. */
 static void ho_stopped(struct ho_tracer *t, pid_t tid, int status)
 {
-	int event = status >> 16, sig = WSTOPSIG(status), i, n;
-	unsigned long msg;
+	int event = status >> 16, sig = WSTOPSIG(status);
 
 	atomic_fetch_add(&ho->stops, 1);
-	if (event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK ||
-	    event == PTRACE_EVENT_CLONE) {
-		atomic_fetch_add(&ho->events, 1);
-		if (!sys_ptrace(PTRACE_GETEVENTMSG, tid, NULL,
-				(unsigned long)&msg))
-			ho_adopt(t, msg);
-	} else if (event == PTRACE_EVENT_EXEC) {
-		atomic_fetch_add(&ho->events, 1);
-	}
+	if (event)
+		ho_event(t, tid, event);
 	/* Group stops, events and our interrupts deliver no signal. */
 	if (event || sig == SIGTRAP || sig == SIGSTOP)
 		sig = 0;
-	n = 1 + ho_below(4);
-	for (i = 0; i < n; i++)
-		ho_one(tid);
+	ho_some(t, tid, 1 + ho_below(4));
 	if (!ho_below(25)) {
 		atomic_fetch_add(&ho->detaches, 1);
 		sys_ptrace(PTRACE_DETACH, tid, NULL, ho_below(2) ? sig : 0);
@@ -637,31 +730,47 @@ static void ho_stopped(struct ho_tracer *t, pid_t tid, int status)
 	ho_resume(tid, sig);
 	/* And once more while it runs: ESRCH, or it stopped again. */
 	if (!ho_below(4))
-		ho_one(tid);
+		ho_some(t, tid, 1);
 }
 
-static void ho_wait(struct ho_tracer *t)
+/*
+ * Handles the next state change of any tracee; every stop reported is
+ * resumed or detached, none is dropped. Returns the tracee, 0 when none
+ * is pending (@block false), -1 when there are none left.
+ */
+static pid_t ho_wait(struct ho_tracer *t, bool block)
 {
 	int status;
 	pid_t tid;
 
-	tid = waitpid(-1, &status, __WALL);
+	tid = waitpid(-1, &status, __WALL | (block ? 0 : WNOHANG));
 	if (tid < 0) {
-		t->n = 0;
-		return;
+		if (errno == ECHILD) {
+			t->n = 0;
+			ho_publish(t);
+		}
+		return -1;
 	}
+	if (!tid)
+		return 0;
 	if (WIFEXITED(status) || WIFSIGNALED(status)) {
 		atomic_fetch_add(&ho->exits, 1);
+		if (WIFEXITED(status) && WEXITSTATUS(status) == HO_EXEC_FAILED) {
+			atomic_fetch_add(&ho->exec_failed, 1);
+			atomic_fetch_add(&ho->bad, 1);
+			fprintf(stderr, "# hostile: tracee %d could not exec %s\n",
+				tid, ho_self);
+		}
 		ho_forget(t, tid);
-		return;
-	}
-	if (WIFSTOPPED(status))
+	} else if (WIFSTOPPED(status)) {
 		ho_stopped(t, tid, status);
+	}
+	return tid;
 }
 
-static void ho_tracer(uint64_t seed, int nr)
+static void ho_tracer(uint64_t seed, int nr, struct ho_slot *slot)
 {
-	struct ho_tracer t = { .n = 0 };
+	struct ho_tracer t = { .slot = slot };
 	pid_t tid;
 	int i;
 
@@ -679,10 +788,12 @@ static void ho_tracer(uint64_t seed, int nr)
 			ho_forget(&t, tid);
 			continue;
 		}
-		alarm(HO_HANG_S);
-		ho_wait(&t);
-		alarm(0);
-		for (i = 0; i < 3 && waitpid(-1, NULL, WNOHANG | __WALL) > 0; i++)
+		/* The supervisor's watchdog looks at this. */
+		atomic_store(&slot->interrupted, tid);
+		atomic_store(&slot->waiting, ho_now_ms());
+		ho_wait(&t, true);
+		atomic_store(&slot->waiting, 0);
+		for (i = 0; i < 3 && ho_wait(&t, false) > 0; i++)
 			;
 	}
 	/* Done: the tracees die with us or run out their time. */
@@ -708,18 +819,86 @@ static int ho_unprivileged(void)
 	return prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
 }
 
-static pid_t ho_start_tracer(uint64_t seed, int nr)
+static pid_t ho_start_tracer(uint64_t seed, int nr, struct ho_slot *slot)
 {
-	pid_t pid = fork();
+	pid_t pid;
 
-	if (pid)
+	atomic_store(&slot->waiting, 0);
+	atomic_store(&slot->n, 0);
+	pid = fork();
+	if (pid) {
+		atomic_store(&slot->pid, pid > 0 ? pid : 0);
 		return pid;
+	}
 	/* Fault injection for this process and what it forks. */
 	ho_write("/proc/self/make-it-fail", "1");
 	if (ho_unprivileged())
 		_exit(2);
-	ho_tracer(seed, nr);
+	ho_tracer(seed, nr, slot);
 	return 0;
+}
+
+/* Where a task is: its state, wait channel and kernel stack. */
+static void ho_show(const char *who, pid_t pid)
+{
+	char path[64], line[256], wchan[64] = "", state[256] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/wchan", pid);
+	f = fopen(path, "r");
+	if (f) {
+		if (!fgets(wchan, sizeof(wchan), f))
+			wchan[0] = 0;
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "State:", 6))
+			snprintf(state, sizeof(state), "%s", line + 7);
+	if (f)
+		fclose(f);
+	state[strcspn(state, "\n")] = 0;
+	ksft_print_msg("watchdog: %s %d: %s, wchan %s\n", who, pid,
+		       f ? state : "gone", wchan);
+	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		ksft_print_msg("watchdog:   %s", line);
+	if (f)
+		fclose(f);
+}
+
+/* How long the tracer of @slot has waited for a stop, in ms; 0 if not. */
+static long ho_waited(struct ho_slot *slot)
+{
+	long since = atomic_load(&slot->waiting);
+
+	return since ? ho_now_ms() - since : 0;
+}
+
+/*
+ * A tracer stuck waiting for a stop after a PTRACE_INTERRUPT that
+ * succeeded: show where it and its tracees are, then kill it.
+ */
+static void ho_watchdog(struct ho_slot *slot)
+{
+	pid_t pid = atomic_load(&slot->pid);
+	int i, n;
+
+	if (!pid || ho_waited(slot) < HO_HANG_S * 1000L)
+		return;
+	ksft_print_msg("watchdog: tracer %d waited %ld ms after PTRACE_INTERRUPT of %d\n",
+		       pid, ho_waited(slot), atomic_load(&slot->interrupted));
+	ho_show("tracer", pid);
+	n = atomic_load(&slot->n);
+	for (i = 0; i < n && i < (int)ARRAY_SIZE(slot->tids); i++)
+		ho_show("tracee", atomic_load(&slot->tids[i]));
+	atomic_store(&slot->waiting, 0);
+	if (!kill(pid, SIGKILL)) {
+		atomic_fetch_add(&ho->hangs, 1);
+		atomic_fetch_add(&ho->bad, 1);
+	}
 }
 
 static pid_t ho_start_hotplug(void)
@@ -743,10 +922,15 @@ static pid_t ho_start_hotplug(void)
 }
 
 /*
- * The stack trace filter's range: from the first to past the last of the
- * contiguous symbols of ds.c, ptrace_bts.c and ds_emulate.c, which are
- * linked in that order (arch/x86/kernel/Makefile) and whose every function
- * is named ds_* or ptrace_bts_*.
+ * The stack trace filter's range: the text of ds.o, ptrace_bts.o and
+ * ds_emulate.o, linked in that order and next to each other
+ * (arch/x86/kernel/Makefile). Their functions are named ds_* and
+ * ptrace_bts_*, but the compiler places copies of static inline helpers
+ * (mmgrab, lock_is_held, ...) and KASAN's constructors among them, so the
+ * range is the cluster of those names around ptrace_bts_request, with at
+ * most HO_FOREIGN_RUN other symbols in a row inside. It may take in the
+ * KUnit suites linked next (ds_hw_*, ds_stress_*): harmless, the filter is
+ * also by task. One function of each file must be inside.
  */
 static bool ho_ours(const char *name)
 {
@@ -755,40 +939,81 @@ static bool ho_ours(const char *name)
 	return !strncmp(name, "ds_", 3) || !strncmp(name, "ptrace_bts_", 11);
 }
 
-static int ho_text_range(unsigned long *start, unsigned long *end)
+static const char *const ho_anchors[] = {
+	"ds_request_bts_task",		/* ds.c */
+	"ptrace_bts_request",		/* ptrace_bts.c */
+	"ds_emu_exit_thread",		/* ds_emulate.c */
+};
+
+#define HO_MAX_SYMS	200000
+
+struct ho_sym {
+	unsigned long	addr;
+	bool		ours;
+	int		anchor;		/* index in ho_anchors, or -1 */
+};
+
+/* The text symbols, in address order; returns their number. */
+static int ho_text_syms(struct ho_sym *syms)
 {
-	unsigned long addr, first = 0, prev_addr = 0;
-	bool inside = false, anchor = false;
 	char type, name[256], line[512];
+	unsigned long addr;
+	int n = 0, i;
 	FILE *f = fopen("/proc/kallsyms", "r");
 
-	*start = *end = 0;
 	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx %c %255s", &addr, &type, name) != 3)
+		return 0;
+	while (n < HO_MAX_SYMS && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx %c %255s", &addr, &type, name) != 3 ||
+		    (type != 't' && type != 'T'))
 			continue;
-		if (type != 't' && type != 'T')
-			continue;
-		if (addr < prev_addr)
+		if (n && addr < syms[n - 1].addr)
 			break;	/* not sorted: give up */
-		prev_addr = addr;
-		if (ho_ours(name)) {
-			if (!inside)
-				first = addr;
-			inside = true;
-			anchor |= !strcmp(name, "ptrace_bts_request");
-			continue;
-		}
-		if (inside && anchor) {
-			*start = first;
-			*end = addr;
-			break;
-		}
-		inside = false;
+		syms[n].addr = addr;
+		syms[n].ours = ho_ours(name);
+		syms[n].anchor = -1;
+		for (i = 0; i < (int)ARRAY_SIZE(ho_anchors); i++)
+			if (!strcmp(name, ho_anchors[i]))
+				syms[n].anchor = i;
+		n++;
 	}
 	fclose(f);
-	return *start && *end > *start ? 0 : -1;
+	return n;
+}
+
+static int ho_text_range(unsigned long *start, unsigned long *end)
+{
+	int n, i, lo, hi, mid = -1, covered = 0;
+	struct ho_sym *syms;
+
+	*start = *end = 0;
+	syms = calloc(HO_MAX_SYMS, sizeof(*syms));
+	if (!syms)
+		return -1;
+	n = ho_text_syms(syms);
+	for (i = 0; i < n; i++)
+		if (syms[i].anchor == 1)
+			mid = i;
+	if (mid < 0) {
+		free(syms);
+		return -1;
+	}
+	for (lo = mid, i = mid; i >= 0 && lo - i <= HO_FOREIGN_RUN; i--)
+		if (syms[i].ours)
+			lo = i;
+	for (hi = mid, i = mid; i < n && i - hi <= HO_FOREIGN_RUN; i++)
+		if (syms[i].ours)
+			hi = i;
+	for (i = lo; i <= hi; i++)
+		if (syms[i].anchor >= 0)
+			covered |= 1 << syms[i].anchor;
+	*start = syms[lo].addr;
+	*end = hi + 1 < n ? syms[hi + 1].addr : syms[hi].addr + 1;
+	free(syms);
+	for (i = 0; i < (int)ARRAY_SIZE(ho_anchors); i++)
+		if (!(covered & 1 << i))
+			ksft_print_msg("fault range misses %s\n", ho_anchors[i]);
+	return covered == (1 << ARRAY_SIZE(ho_anchors)) - 1 ? 0 : -1;
 }
 
 static const char *const ho_fail_attrs[] = { "failslab", "fail_page_alloc" };
@@ -816,6 +1041,12 @@ static int ho_faults_on(unsigned long start, unsigned long end)
 		ho_fault_attr(a, "verbose", "0");
 		ho_fault_attr(a, "task-filter", "Y");
 		ho_fault_attr(a, "ignore-gfp-wait", "N");
+		/*
+		 * fail_page_alloc: vmalloc's pages are __GFP_HIGHMEM and
+		 * order 0, both ignored by default.
+		 */
+		ho_fault_attr(a, "ignore-gfp-highmem", "N");
+		ho_fault_attr(a, "min-order", "0");
 		ho_fault_attr(a, "interval", "1");
 		ho_fault_attr(a, "space", "0");
 		ho_fault_attr(a, "stacktrace-depth", "32");
@@ -866,11 +1097,14 @@ static long ho_run(uint64_t seed, long ops)
 	ho->limit = ops;
 	ho_srand(seed, 0);
 
-	if (ho_text_range(&start, &end))
+	if (ho_text_range(&start, &end)) {
 		ksft_print_msg("%s\n",
 			       "the series' text is not in /proc/kallsyms: no faults");
-	else
-		ksft_print_msg("faults aimed at %#lx-%#lx\n", start, end);
+		start = 0;
+	} else {
+		ksft_print_msg("faults aimed at %#lx-%#lx (ds.c, ptrace_bts.c, ds_emulate.c)\n",
+			       start, end);
+	}
 	if (start && !access(HO_DEBUGFS "/failslab", F_OK))
 		ho_faults_on(start, end);
 	faults[0] = ho_faults_left("failslab");
@@ -878,32 +1112,40 @@ static long ho_run(uint64_t seed, long ops)
 
 	hotplug = ho_start_hotplug();
 	for (i = 0; i < HO_TRACERS; i++)
-		tracers[i] = ho_start_tracer(seed, nr++);
+		tracers[i] = ho_start_tracer(seed, nr++, &ho->slots[i]);
 	last_kill = ho_now_ms();
 	alive = HO_TRACERS;
 	while (alive) {
 		usleep(20000);
-		/* Kill one in the middle of whatever it does; start another. */
+		/*
+		 * Kill one in the middle of whatever it does; start another.
+		 * Not one that has waited long for a stop: the watchdog
+		 * judges that one.
+		 */
 		if (ho_now_ms() - last_kill > HO_KILL_EVERY_MS &&
 		    atomic_load(&ho->ops) < ops) {
 			last_kill = ho_now_ms();
 			i = ho_below(HO_TRACERS);
-			if (tracers[i] > 0 && !kill(tracers[i], SIGKILL))
+			if (tracers[i] > 0 &&
+			    ho_waited(&ho->slots[i]) < HO_SUSPECT_MS &&
+			    !kill(tracers[i], SIGKILL))
 				atomic_fetch_add(&ho->kills, 1);
 		}
 		for (i = 0; i < HO_TRACERS; i++) {
-			if (tracers[i] <= 0 ||
-			    waitpid(tracers[i], &status, WNOHANG) != tracers[i])
+			if (tracers[i] <= 0)
 				continue;
-			if ((WIFEXITED(status) && WEXITSTATUS(status)) ||
-			    (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)) {
-				ksft_print_msg("tracer %d: status %#x%s\n",
-					       tracers[i], status,
-					       " (SIGALRM: stuck waiting for a stop)");
+			ho_watchdog(&ho->slots[i]);
+			if (waitpid(tracers[i], &status, WNOHANG) != tracers[i])
+				continue;
+			if (WIFEXITED(status) && WEXITSTATUS(status)) {
+				ksft_print_msg("tracer %d: exit status %d\n",
+					       tracers[i], WEXITSTATUS(status));
 				atomic_fetch_add(&ho->bad, 1);
 			}
+			atomic_store(&ho->slots[i].pid, 0);
 			tracers[i] = atomic_load(&ho->ops) < ops ?
-				     ho_start_tracer(seed, nr++) : 0;
+				     ho_start_tracer(seed, nr++,
+						     &ho->slots[i]) : 0;
 			if (!tracers[i])
 				alive--;
 		}
@@ -913,13 +1155,19 @@ static long ho_run(uint64_t seed, long ops)
 	if (hotplug > 0)
 		waitpid(hotplug, NULL, 0);
 
-	ksft_print_msg("seed %llu: %ld operations, %ld stops, %ld events\n",
+	ksft_print_msg("seed %llu: %ld operations, %ld stops\n",
 		       (unsigned long long)seed, atomic_load(&ho->ops),
-		       atomic_load(&ho->stops), atomic_load(&ho->events));
+		       atomic_load(&ho->stops));
+	ksft_print_msg("events: %ld fork, %ld vfork, %ld clone, %ld exec; %ld attached children and threads, %ld requests on them\n",
+		       atomic_load(&ho->forks), atomic_load(&ho->vforks),
+		       atomic_load(&ho->clones), atomic_load(&ho->execs),
+		       atomic_load(&ho->adopted), atomic_load(&ho->child_ops));
 	ksft_print_msg("%ld tracee exits, %ld detaches, %d tracers, %ld killed\n",
 		       atomic_load(&ho->exits), atomic_load(&ho->detaches), nr,
 		       atomic_load(&ho->kills));
-	ksft_print_msg("%ld CPU 1 toggles\n", atomic_load(&ho->toggles));
+	ksft_print_msg("%ld CPU 1 toggles, %ld tracers stuck, %ld tracees that could not exec\n",
+		       atomic_load(&ho->toggles), atomic_load(&ho->hangs),
+		       atomic_load(&ho->exec_failed));
 	ksft_print_msg("%ld buffers, %ld ENOMEM, injected: %ld slab, %ld page\n",
 		       atomic_load(&ho->granted), atomic_load(&ho->enomem),
 		       faults[0] < 0 ? -1 : faults[0] - ho_faults_left("failslab"),
@@ -1112,6 +1360,10 @@ TEST_F(hostile, budget_before)
 TEST_F_TIMEOUT(hostile, fuzz, 280)
 {
 	EXPECT_EQ(0, ho_run(HO_SEED, HO_OPS));
+	/* The paths of a traced fork, clone and exec were taken. */
+	EXPECT_LT(0, atomic_load(&ho->forks) + atomic_load(&ho->vforks));
+	EXPECT_LT(0, atomic_load(&ho->clones));
+	EXPECT_LT(0, atomic_load(&ho->execs));
 }
 
 /* ... and after it, with tracers killed and tracees gone, all of it again. */
