@@ -12,9 +12,9 @@
  * backend and per-CPU requests fail with -EOPNOTSUPP; on the BTS machine
  * model (vm/qemu) both use the hardware. Kernel-mode tracing is for per-CPU
  * tracers only (-EINVAL for a task), and on a CPU affected by Meltdown only
- * with "ds.meltdown_kernel=1" (-EPERM without), which 'stress-bts' sets. Built for the hostile-use kernel
- * with KASAN, lockdep and fault injection (make test, runs 'stress' and
- * 'stress-bts'). "ds_stress_kunit.seed=" and "ds_stress_kunit.ops=" on the
+ * with "ds.meltdown_kernel=1" (-EPERM without), which 'stress-bts' sets.
+ * Built for the hostile-use kernel with KASAN, lockdep and fault injection
+ * (make test, runs 'stress' and 'stress-bts'). "ds_stress_kunit.seed=" and "ds_stress_kunit.ops=" on the
  * kernel command line repeat or lengthen a run.
  */
 

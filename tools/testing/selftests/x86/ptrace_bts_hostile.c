@@ -1158,9 +1158,10 @@ static long ho_run(uint64_t seed, long ops)
 	ksft_print_msg("seed %llu: %ld operations, %ld stops\n",
 		       (unsigned long long)seed, atomic_load(&ho->ops),
 		       atomic_load(&ho->stops));
-	ksft_print_msg("events: %ld fork, %ld vfork, %ld clone, %ld exec; %ld attached children and threads, %ld requests on them\n",
+	ksft_print_msg("events: %ld fork, %ld vfork, %ld clone, %ld exec\n",
 		       atomic_load(&ho->forks), atomic_load(&ho->vforks),
-		       atomic_load(&ho->clones), atomic_load(&ho->execs),
+		       atomic_load(&ho->clones), atomic_load(&ho->execs));
+	ksft_print_msg("%ld attached children and threads, %ld requests on them\n",
 		       atomic_load(&ho->adopted), atomic_load(&ho->child_ops));
 	ksft_print_msg("%ld tracee exits, %ld detaches, %d tracers, %ld killed\n",
 		       atomic_load(&ho->exits), atomic_load(&ho->detaches), nr,
