@@ -14,8 +14,9 @@
  * tracers only (-EINVAL for a task), and on a CPU affected by Meltdown only
  * with "ds.meltdown_kernel=1" (-EPERM without), which 'stress-bts' sets.
  * Built for the hostile-use kernel with KASAN, lockdep and fault injection
- * (make test, runs 'stress' and 'stress-bts'). "ds_stress_kunit.seed=" and "ds_stress_kunit.ops=" on the
- * kernel command line repeat or lengthen a run.
+ * (make test, runs 'stress' and 'stress-bts'). "ds_stress_kunit.seed=" and
+ * "ds_stress_kunit.ops=" on the kernel command line repeat or lengthen a
+ * run.
  */
 
 #include <kunit/test.h>
