@@ -1868,30 +1868,63 @@ int ds_get_geometry(struct ds_tracer *tracer, struct ds_geometry *geom)
 }
 EXPORT_SYMBOL_GPL(ds_get_geometry);
 
+/* Copy up to @n records from index @first on, oldest first; under @lock. */
+static size_t ds_buf_copy(struct ds_tracer *tracer, size_t first, void *buf,
+			  size_t n)
+{
+	size_t slot, done, chunk;
+
+	lockdep_assert_held(&tracer->lock);
+
+	if (first >= tracer->count)
+		return 0;
+	n = min(n, tracer->count - first);
+	/* The oldest record sits @count slots behind the head. */
+	slot = tracer->head + tracer->capacity - tracer->count + first;
+	if (slot >= tracer->capacity)
+		slot -= tracer->capacity;
+	for (done = 0; done < n; done += chunk) {
+		chunk = min(n - done, tracer->capacity - slot);
+		memcpy(buf + done * tracer->rec_size,
+		       tracer->buf + slot * tracer->rec_size,
+		       chunk * tracer->rec_size);
+		slot = 0;
+	}
+	return n;
+}
+
 ssize_t ds_read_record(struct ds_tracer *tracer, size_t i, void *buf,
 		       size_t size)
 {
 	unsigned long flags;
-	ssize_t ret = -EINVAL;
-	size_t slot;
+	size_t n;
 
 	if (IS_ERR_OR_NULL(tracer) || !buf || size < tracer->rec_size)
 		return -EINVAL;
 
 	raw_spin_lock_irqsave(&tracer->lock, flags);
-	if (i < tracer->count) {
-		/* The oldest record sits @count slots behind the head. */
-		slot = tracer->head + tracer->capacity - tracer->count + i;
-		if (slot >= tracer->capacity)
-			slot -= tracer->capacity;
-		memcpy(buf, tracer->buf + slot * tracer->rec_size,
-		       tracer->rec_size);
-		ret = tracer->rec_size;
-	}
+	n = ds_buf_copy(tracer, i, buf, 1);
 	raw_spin_unlock_irqrestore(&tracer->lock, flags);
-	return ret;
+	return n ? tracer->rec_size : -EINVAL;
 }
 EXPORT_SYMBOL_GPL(ds_read_record);
+
+ssize_t ds_read_records(struct ds_tracer *tracer, size_t first, void *buf,
+			size_t size)
+{
+	unsigned long flags;
+	size_t n;
+
+	if (IS_ERR_OR_NULL(tracer) || !buf || size < tracer->rec_size)
+		return -EINVAL;
+
+	n = min_t(size_t, size, PAGE_SIZE) / tracer->rec_size;
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	n = ds_buf_copy(tracer, first, buf, n);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	return n;
+}
+EXPORT_SYMBOL_GPL(ds_read_records);
 
 static bool ds_pebs_counter_ok(const struct ds_tracer *tracer,
 			       unsigned int counter)

@@ -386,6 +386,24 @@ ssize_t ds_read_record(struct ds_tracer *tracer, size_t i, void *buf,
 		       size_t size);
 
 /**
+ * ds_read_records() - copy consecutive records out of the trace buffer
+ * @tracer: the handle
+ * @first:  index of the first record, 0 for the oldest
+ * @buf:    destination
+ * @size:   bytes available at @buf
+ *
+ * Copies records @first, @first + 1, ... while they exist and fit in @size,
+ * at most a page of them per call: the copy runs with interrupts disabled.
+ * Does not collect, as ds_read_record().
+ *
+ * Context: any context but NMI.
+ * Return: the number of records copied (0 when @first >= count), or -EINVAL
+ * (bad handle, @size below one record).
+ */
+ssize_t ds_read_records(struct ds_tracer *tracer, size_t first, void *buf,
+			size_t size);
+
+/**
  * ds_set_pebs_reset() - set a PEBS counter reset value
  * @tracer:  a PEBS tracer
  * @counter: counter index, below %DS_PEBS_MAX_RESETS
@@ -625,6 +643,12 @@ static inline int ds_get_geometry(struct ds_tracer *tracer,
 
 static inline ssize_t ds_read_record(struct ds_tracer *tracer, size_t i,
 				     void *buf, size_t size)
+{
+	return -EOPNOTSUPP;
+}
+
+static inline ssize_t ds_read_records(struct ds_tracer *tracer, size_t first,
+				      void *buf, size_t size)
 {
 	return -EOPNOTSUPP;
 }

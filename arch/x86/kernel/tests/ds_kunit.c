@@ -1173,6 +1173,36 @@ static void ds_test_wrap_order(struct kunit *test)
 			-EINVAL);
 }
 
+/* Batches of records across the wrap, clamped to the count and the size. */
+static void ds_test_read_records(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(8 * DS_BTS_RECORD_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_bts_record recs[10];
+	int i;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 13), 13);
+	memset(recs, 0, sizeof(recs));
+	/* Records 5..12 sit at slots 5..7, then 0..4. */
+	KUNIT_EXPECT_EQ(test, ds_read_records(tracer, 0, recs, sizeof(recs)),
+			8);
+	for (i = 0; i < 8; i++)
+		KUNIT_EXPECT_EQ(test, recs[i].from, DS_TEST_FROM + 5 + i);
+	KUNIT_EXPECT_EQ(test, recs[8].from, 0);
+	KUNIT_EXPECT_EQ(test, ds_read_records(tracer, 2, recs,
+					      2 * sizeof(recs[0]) + 1), 2);
+	KUNIT_EXPECT_EQ(test, recs[0].from, DS_TEST_FROM + 7);
+	KUNIT_EXPECT_EQ(test, recs[1].from, DS_TEST_FROM + 8);
+	KUNIT_EXPECT_EQ(test, ds_read_records(tracer, 7, recs, sizeof(recs)),
+			1);
+	KUNIT_EXPECT_EQ(test, recs[0].from, DS_TEST_FROM + 12);
+	KUNIT_EXPECT_EQ(test, ds_read_records(tracer, 8, recs, sizeof(recs)),
+			0);
+	KUNIT_EXPECT_EQ(test, ds_read_records(tracer, 0, recs,
+					      sizeof(recs[0]) - 1), -EINVAL);
+}
+
 static void ds_test_caller_buffer(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(4 * DS_BTS_RECORD_SIZE);
@@ -2169,6 +2199,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_bad_sizes),
 	KUNIT_CASE(ds_test_hw_geometry),
 	KUNIT_CASE(ds_test_wrap_order),
+	KUNIT_CASE(ds_test_read_records),
 	KUNIT_CASE(ds_test_caller_buffer),
 	KUNIT_CASE(ds_test_clear),
 	KUNIT_CASE(ds_test_notify_pause_resume),
