@@ -1458,6 +1458,7 @@ static void ds_unpublish(struct ds_tracer *tracer, struct ds_context **freep)
 /* Stop a tracer for good; its buffer stays readable until ds_release(). */
 static void ds_detach(struct ds_tracer *tracer)
 {
+	struct task_struct *task;
 	struct ds_context *ctx;
 	unsigned long flags;
 
@@ -1480,9 +1481,12 @@ static void ds_detach(struct ds_tracer *tracer)
 		kfree_rcu(ctx, rcu);
 	}
 	ds_backend_stop(tracer);
-	if (tracer->task)
-		put_task_struct(tracer->task);
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	task = tracer->task;
 	tracer->task = NULL;
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	if (task)
+		put_task_struct(task);
 }
 
 static int ds_attach_cpu(struct ds_tracer *tracer, int cpu)
@@ -1974,9 +1978,20 @@ bool ds_tracer_recording(const struct ds_tracer *tracer)
 }
 EXPORT_SYMBOL_GPL(ds_tracer_recording);
 
-struct task_struct *ds_tracer_task(const struct ds_tracer *tracer)
+struct task_struct *ds_tracer_task(struct ds_tracer *tracer)
 {
-	return IS_ERR_OR_NULL(tracer) ? NULL : READ_ONCE(tracer->task);
+	struct task_struct *task;
+	unsigned long flags;
+
+	if (IS_ERR_OR_NULL(tracer))
+		return NULL;
+	/* ds_detach() drops its reference after clearing it, under the lock. */
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	task = tracer->task;
+	if (task)
+		get_task_struct(task);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	return task;
 }
 EXPORT_SYMBOL_GPL(ds_tracer_task);
 

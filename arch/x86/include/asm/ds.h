@@ -456,10 +456,11 @@ bool ds_tracer_recording(const struct ds_tracer *tracer);
  * ds_tracer_task() - the traced task of a per-task tracer
  * @tracer: the handle
  *
- * Return: the task (valid while the tracer is attached), or NULL for a
- * per-CPU or detached tracer.
+ * Context: any context but NMI.
+ * Return: the task with a reference, which the caller drops with
+ * put_task_struct(), or NULL for a per-CPU or detached tracer.
  */
-struct task_struct *ds_tracer_task(const struct ds_tracer *tracer);
+struct task_struct *ds_tracer_task(struct ds_tracer *tracer);
 
 /**
  * ds_tracer_flags() - the %DS_KERNEL, %DS_USER, %DS_TIMESTAMPS flags
@@ -680,7 +681,7 @@ static inline bool ds_tracer_recording(const struct ds_tracer *tracer)
 	return false;
 }
 
-static inline struct task_struct *ds_tracer_task(const struct ds_tracer *tracer)
+static inline struct task_struct *ds_tracer_task(struct ds_tracer *tracer)
 {
 	return NULL;
 }

@@ -271,6 +271,17 @@ static struct ds_tracer *ds_test_task(struct kunit *test,
 	return ds_test_keep(test, ds_request_bts_task(current, cfg));
 }
 
+/* The tracer's task, and the reference ds_tracer_task() took dropped. */
+static void ds_test_expect_task(struct kunit *test, struct ds_tracer *tracer,
+				struct task_struct *want)
+{
+	struct task_struct *task = ds_tracer_task(tracer);
+
+	KUNIT_EXPECT_PTR_EQ(test, task, want);
+	if (task)
+		put_task_struct(task);
+}
+
 static struct ds_geometry ds_test_geom(struct kunit *test,
 				       struct ds_tracer *tracer)
 {
@@ -443,7 +454,7 @@ static void ds_test_request_release(struct kunit *test)
 	struct ds_geometry geom;
 
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
-	KUNIT_EXPECT_PTR_EQ(test, ds_tracer_task(tracer), current);
+	ds_test_expect_task(test, tracer, current);
 	KUNIT_EXPECT_TRUE(test, test_thread_flag(TIF_DS_TRACE));
 	KUNIT_EXPECT_TRUE(test, ds_tracer_recording(tracer));
 	geom = ds_test_geom(test, tracer);
@@ -1675,7 +1686,7 @@ static void ds_test_fork_not_inherited(struct kunit *test)
 	wait_for_completion(&child->done);
 	put_task_struct(child->task);
 	/* The parent's trace is untouched. */
-	KUNIT_EXPECT_PTR_EQ(test, ds_tracer_task(tracer), current);
+	ds_test_expect_task(test, tracer, current);
 	KUNIT_EXPECT_TRUE(test, test_thread_flag(TIF_DS_TRACE));
 }
 
@@ -1700,7 +1711,7 @@ static void ds_test_release_on_exit(struct kunit *test)
 	/* Exit released the hardware; the trace stays until ds_release(). */
 	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).status,
 			DS_STATUS_DETACHED);
-	KUNIT_EXPECT_NULL(test, ds_tracer_task(tracer));
+	ds_test_expect_task(test, tracer, NULL);
 	KUNIT_EXPECT_FALSE(test, ds_tracer_recording(tracer));
 	KUNIT_EXPECT_EQ(test, ds_hw_users, 0);
 	KUNIT_EXPECT_NULL(test, child->task->thread.ds_ctx);
