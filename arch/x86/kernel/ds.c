@@ -182,6 +182,7 @@ static const u8 ds_pebs_record_words[DS_PEBS_NR_FORMATS] = {
 /* The task side: the tracers of one thread, thread_struct::ds_ctx. */
 struct ds_context {
 	struct ds_tracer	*tracer[DS_NR_KINDS];
+	struct rcu_head		rcu;
 };
 
 struct ds_tracer {
@@ -222,6 +223,7 @@ struct ds_tracer {
 	unsigned long		charged;
 
 	struct irq_work		notify_work;
+	struct rcu_head		rcu;
 };
 
 /* One half (BTS or PEBS) of the DS save area, in the SDM's field order. */
@@ -645,12 +647,24 @@ static int ds_buf_alloc(struct ds_tracer *tracer, const struct ds_config *cfg,
 	return 0;
 }
 
-static void ds_tracer_free(struct ds_tracer *tracer)
+static void ds_tracer_free_rcu(struct rcu_head *head)
 {
+	struct ds_tracer *tracer = container_of(head, struct ds_tracer, rcu);
+
 	if (tracer->own_buf)
 		vfree(tracer->buf);
-	ds_unaccount_mem(tracer);
 	kfree(tracer);
+}
+
+/*
+ * A context switch or the emulated backend that found the tracer published
+ * before its detach may still look at it, with interrupts disabled: free
+ * it after they are done.
+ */
+static void ds_tracer_free(struct ds_tracer *tracer)
+{
+	ds_unaccount_mem(tracer);
+	call_rcu(&tracer->rcu, ds_tracer_free_rcu);
 }
 
 /* --- request validation --- */
@@ -928,11 +942,24 @@ static void ds_cpu_start(struct ds_cpu *dc, struct task_struct *task)
 		return;
 	/* New thresholds: their PMI is yet to come. */
 	WRITE_ONCE(dc->pmi_seen, false);
+	for (kind = 0; kind < DS_NR_KINDS; kind++)
+		if (dc->stage[kind])
+			WRITE_ONCE(dc->loaded[kind], ds_wanted(dc, kind, task));
+	/*
+	 * Pairs with the barrier in ds_sync_loaded(): either it sees the
+	 * tracers loaded here and interrupts this CPU, or the state read
+	 * below is the one its caller published. A tracer being detached is
+	 * not loaded at all.
+	 */
+	smp_mb();
 	for (kind = 0; kind < DS_NR_KINDS; kind++) {
 		if (!dc->stage[kind])
 			continue;
-		tracer = ds_wanted(dc, kind, task);
-		dc->loaded[kind] = tracer;
+		tracer = dc->loaded[kind];
+		if (tracer && !READ_ONCE(tracer->attached)) {
+			tracer = NULL;
+			WRITE_ONCE(dc->loaded[kind], NULL);
+		}
 		ds_stage_program(dc, kind, tracer);
 	}
 	ds_debugctl_set(dc, ds_bts_bits(dc->loaded[DS_BTS]));
@@ -984,10 +1011,45 @@ static void ds_cpu_sync(void *unused)
 	ds_cpu_start(dc, current);
 }
 
-static void ds_sync_all(void)
+/* Redirected by the KUnit suite, which counts the CPUs interrupted. */
+static void ds_sync_cpu(int cpu)
+{
+	KUNIT_STATIC_STUB_REDIRECT(ds_sync_cpu, cpu);
+	smp_call_function_single(cpu, ds_cpu_sync, NULL, 1);
+}
+
+/*
+ * Collect @tracer's records and apply its published state on the CPUs
+ * that have it loaded, and only there: none for a task that is not
+ * running, such as a tracee in a ptrace stop, whose records were
+ * collected when it was switched out.
+ */
+static void ds_sync_loaded(struct ds_tracer *tracer)
+{
+	int cpu;
+
+	lockdep_assert_held(&ds_mutex);
+
+	/* The caller's changes, then the look; see ds_cpu_start(). */
+	smp_mb();
+	for_each_online_cpu(cpu)
+		if (READ_ONCE(per_cpu(ds_cpus, cpu).loaded[tracer->kind]) ==
+		    tracer)
+			ds_sync_cpu(cpu);
+}
+
+/*
+ * A task that runs now loads a new tracer at its next switch; make it load
+ * now. If it moves meanwhile, it is switched in elsewhere, which loads it.
+ */
+static void ds_sync_task(struct task_struct *task)
 {
 	lockdep_assert_held(&ds_mutex);
-	on_each_cpu(ds_cpu_sync, NULL, 1);
+
+	/* Published, then the look at where it runs; see ds_cpu_start(). */
+	smp_mb();
+	if (task_curr(task))
+		ds_sync_cpu(task_cpu(task));
 }
 
 static void ds_cpu_arm_ipi(void *unused)
@@ -1396,26 +1458,35 @@ static void ds_unpublish(struct ds_tracer *tracer, struct ds_context **freep)
 /* Stop a tracer for good; its buffer stays readable until ds_release(). */
 static void ds_detach(struct ds_tracer *tracer)
 {
+	struct task_struct *task;
 	struct ds_context *ctx;
+	unsigned long flags;
 
 	lockdep_assert_held(&ds_mutex);
 	lockdep_assert_cpus_held();
 
 	if (!tracer->attached)
 		return;
+	/* The emulated backend stores nothing from now on, under the lock. */
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	WRITE_ONCE(tracer->attached, false);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
 	ds_unpublish(tracer, &ctx);
-	/* Wait out every CPU that may still use it; collect its records. */
-	ds_sync_all();
+	/* Collect its records where it is loaded; nowhere loads it again. */
+	ds_sync_loaded(tracer);
 	if (ctx) {
 		/* Only now: a switch must not skip a CPU that still had it. */
 		clear_tsk_thread_flag(tracer->task, TIF_DS_TRACE);
-		kfree(ctx);
+		/* Switches and the emulated backend may still be reading it. */
+		kfree_rcu(ctx, rcu);
 	}
 	ds_backend_stop(tracer);
-	WRITE_ONCE(tracer->attached, false);
-	if (tracer->task)
-		put_task_struct(tracer->task);
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	task = tracer->task;
 	tracer->task = NULL;
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	if (task)
+		put_task_struct(task);
 }
 
 static int ds_attach_cpu(struct ds_tracer *tracer, int cpu)
@@ -1439,7 +1510,8 @@ static int ds_attach_cpu(struct ds_tracer *tracer, int cpu)
 		return err;
 	WRITE_ONCE(tracer->attached, true);
 	WRITE_ONCE(dc->cpu_tracer[tracer->kind], tracer);
-	ds_sync_all();
+	/* The CPU is held online: it loads the tracer now. */
+	ds_sync_cpu(cpu);
 	return 0;
 }
 
@@ -1486,7 +1558,7 @@ static int ds_attach_task(struct ds_tracer *tracer, struct task_struct *task)
 		return -ESRCH;
 	}
 	if (tracer->backend == &ds_hw_backend)
-		ds_sync_all();
+		ds_sync_task(task);
 	return 0;
 
 put_task:
@@ -1611,7 +1683,7 @@ static void ds_tracer_sync(struct ds_tracer *tracer)
 	lockdep_assert_held(&ds_mutex);
 
 	if (tracer->attached && tracer->backend == &ds_hw_backend)
-		ds_sync_all();
+		ds_sync_loaded(tracer);
 }
 
 static int ds_set_suspended(struct ds_tracer *tracer, bool suspended)
@@ -1800,30 +1872,63 @@ int ds_get_geometry(struct ds_tracer *tracer, struct ds_geometry *geom)
 }
 EXPORT_SYMBOL_GPL(ds_get_geometry);
 
+/* Copy up to @n records from index @first on, oldest first; under @lock. */
+static size_t ds_buf_copy(struct ds_tracer *tracer, size_t first, void *buf,
+			  size_t n)
+{
+	size_t slot, done, chunk;
+
+	lockdep_assert_held(&tracer->lock);
+
+	if (first >= tracer->count)
+		return 0;
+	n = min(n, tracer->count - first);
+	/* The oldest record sits @count slots behind the head. */
+	slot = tracer->head + tracer->capacity - tracer->count + first;
+	if (slot >= tracer->capacity)
+		slot -= tracer->capacity;
+	for (done = 0; done < n; done += chunk) {
+		chunk = min(n - done, tracer->capacity - slot);
+		memcpy(buf + done * tracer->rec_size,
+		       tracer->buf + slot * tracer->rec_size,
+		       chunk * tracer->rec_size);
+		slot = 0;
+	}
+	return n;
+}
+
 ssize_t ds_read_record(struct ds_tracer *tracer, size_t i, void *buf,
 		       size_t size)
 {
 	unsigned long flags;
-	ssize_t ret = -EINVAL;
-	size_t slot;
+	size_t n;
 
 	if (IS_ERR_OR_NULL(tracer) || !buf || size < tracer->rec_size)
 		return -EINVAL;
 
 	raw_spin_lock_irqsave(&tracer->lock, flags);
-	if (i < tracer->count) {
-		/* The oldest record sits @count slots behind the head. */
-		slot = tracer->head + tracer->capacity - tracer->count + i;
-		if (slot >= tracer->capacity)
-			slot -= tracer->capacity;
-		memcpy(buf, tracer->buf + slot * tracer->rec_size,
-		       tracer->rec_size);
-		ret = tracer->rec_size;
-	}
+	n = ds_buf_copy(tracer, i, buf, 1);
 	raw_spin_unlock_irqrestore(&tracer->lock, flags);
-	return ret;
+	return n ? tracer->rec_size : -EINVAL;
 }
 EXPORT_SYMBOL_GPL(ds_read_record);
+
+ssize_t ds_read_records(struct ds_tracer *tracer, size_t first, void *buf,
+			size_t size)
+{
+	unsigned long flags;
+	size_t n;
+
+	if (IS_ERR_OR_NULL(tracer) || !buf || size < tracer->rec_size)
+		return -EINVAL;
+
+	n = min_t(size_t, size, PAGE_SIZE) / tracer->rec_size;
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	n = ds_buf_copy(tracer, first, buf, n);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	return n;
+}
+EXPORT_SYMBOL_GPL(ds_read_records);
 
 static bool ds_pebs_counter_ok(const struct ds_tracer *tracer,
 			       unsigned int counter)
@@ -1873,9 +1978,20 @@ bool ds_tracer_recording(const struct ds_tracer *tracer)
 }
 EXPORT_SYMBOL_GPL(ds_tracer_recording);
 
-struct task_struct *ds_tracer_task(const struct ds_tracer *tracer)
+struct task_struct *ds_tracer_task(struct ds_tracer *tracer)
 {
-	return IS_ERR_OR_NULL(tracer) ? NULL : READ_ONCE(tracer->task);
+	struct task_struct *task;
+	unsigned long flags;
+
+	if (IS_ERR_OR_NULL(tracer))
+		return NULL;
+	/* ds_detach() drops its reference after clearing it, under the lock. */
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	task = tracer->task;
+	if (task)
+		get_task_struct(task);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	return task;
 }
 EXPORT_SYMBOL_GPL(ds_tracer_task);
 
@@ -1896,13 +2012,15 @@ static void ds_stamp(struct task_struct *task, enum ds_bts_qualifier qual)
 	lockdep_assert_irqs_disabled();
 
 	tracer = ctx ? READ_ONCE(ctx->tracer[DS_BTS]) : NULL;
-	if (!tracer || !(tracer->flags & DS_TIMESTAMPS) || !ds_recording(tracer))
+	if (!tracer || !(READ_ONCE(tracer->flags) & DS_TIMESTAMPS))
 		return;
 	rec.from = DS_BTS_EVENT_MARKER | qual;
 	rec.to = ktime_get_mono_fast_ns();
 	rec.flags = task_pid_nr(task);
+	/* Under the lock: ds_detach() stops the appends there. */
 	raw_spin_lock(&tracer->lock);
-	ds_buf_append(tracer, &rec, 1);
+	if (ds_recording(tracer))
+		ds_buf_append(tracer, &rec, 1);
 	raw_spin_unlock(&tracer->lock);
 }
 

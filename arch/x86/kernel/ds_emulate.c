@@ -986,21 +986,27 @@ void ds_emu_exit_thread(struct task_struct *task)
 
 static int ds_emu_start(struct ds_tracer *tracer)
 {
-	struct task_struct *task = ds_tracer_task(tracer);
+	struct task_struct *task;
 	struct ds_emu_task *st;
+	int err = 0;
 
 	/* Kernel branches cannot be stepped; the hardware may record them. */
 	if (ds_tracer_flags(tracer) & DS_KERNEL)
 		return -EOPNOTSUPP;
+	task = ds_tracer_task(tracer);
 	if (!task->thread.ds_emu) {
 		st = kzalloc(sizeof(*st), GFP_KERNEL_ACCOUNT);
-		if (!st)
-			return -ENOMEM;
+		if (!st) {
+			err = -ENOMEM;
+			goto put_task;
+		}
 		/* Starts are serialised by the allocator: no one else installs. */
 		WRITE_ONCE(task->thread.ds_emu, st);
 	}
 	set_tsk_thread_flag(task, TIF_DS_EMU);
-	return 0;
+put_task:
+	put_task_struct(task);
+	return err;
 }
 
 static void ds_emu_stop(struct ds_tracer *tracer)
@@ -1018,6 +1024,7 @@ static void ds_emu_stop(struct ds_tracer *tracer)
 	 */
 	if (task->flags & PF_EXITING)
 		ds_emu_exit_thread(task);
+	put_task_struct(task);
 }
 
 static const struct ds_backend ds_emu_backend = {

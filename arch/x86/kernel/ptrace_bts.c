@@ -486,19 +486,25 @@ static long ptrace_bts_clear(struct task_struct *child)
 	return pb ? ds_clear(pb->tracer) : 0;
 }
 
-/* Copy records [first, first + n) to @ubuf, oldest first. */
-static int ptrace_bts_copy(struct ptrace_bts *pb, struct bts_struct *batch,
-			   size_t first, size_t n, u32 tid,
-			   struct bts_struct __user *ubuf)
+/*
+ * Copy records [first, first + n) to @ubuf, oldest first, through @raw and
+ * @batch, both of PTRACE_BTS_DRAIN_BATCH records.
+ */
+static int ptrace_bts_copy(struct ptrace_bts *pb, struct ds_bts_record *raw,
+			   struct bts_struct *batch, size_t first, size_t n,
+			   u32 tid, struct bts_struct __user *ubuf)
 {
+	ssize_t got;
 	size_t i;
-	int err;
 
-	for (i = 0; i < n; i++) {
-		err = ptrace_bts_read(pb, first + i, tid, &batch[i]);
-		if (err)
-			return err;
-	}
+	got = ds_read_records(pb->tracer, first, raw, n * sizeof(*raw));
+	if (got < 0)
+		return got;
+	/* The tracee is stopped: the records counted are all there. */
+	if (got != n)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		ptrace_bts_convert(&raw[i], tid, &batch[i]);
 	if (copy_to_user(ubuf, batch, n * sizeof(*batch)))
 		return -EFAULT;
 	return 0;
@@ -509,6 +515,7 @@ static long ptrace_bts_drain(struct task_struct *child,
 {
 	struct ptrace_bts *pb = ptrace_bts_get(child);
 	u32 tid = ptrace_bts_tid(child);
+	struct ds_bts_record *raw;
 	struct bts_struct *batch;
 	struct ds_geometry geom;
 	size_t done, n;
@@ -523,17 +530,25 @@ static long ptrace_bts_drain(struct task_struct *child,
 			      GFP_KERNEL);
 	if (!batch)
 		return -ENOMEM;
+	raw = kmalloc_array(PTRACE_BTS_DRAIN_BATCH, sizeof(*raw), GFP_KERNEL);
+	if (!raw) {
+		err = -ENOMEM;
+		goto free_batch;
+	}
 
 	for (done = 0; done < geom.count; done += n) {
 		n = min(geom.count - done, PTRACE_BTS_DRAIN_BATCH);
-		err = ptrace_bts_copy(pb, batch, done, n, tid, ubuf + done);
+		err = ptrace_bts_copy(pb, raw, batch, done, n, tid,
+				      ubuf + done);
 		if (err)
-			goto free_batch;
+			goto free_raw;
 		cond_resched();
 	}
 	/* The tracee is stopped: nothing was added since the geometry. */
 	err = ds_clear(pb->tracer);
 
+free_raw:
+	kfree(raw);
 free_batch:
 	kfree(batch);
 	return err ?: geom.count;

@@ -166,7 +166,8 @@ typedef void (*ds_notify_fn)(struct ds_tracer *tracer, void *cookie);
  * @overflow:	 the overflow mode
  * @notify:	 the callback for %DS_OVERFLOW_NOTIFY, NULL otherwise
  * @cookie:	 passed to @notify
- * @flags:	 %DS_KERNEL, %DS_USER (at least one), %DS_TIMESTAMPS (BTS)
+ * @flags:	 %DS_KERNEL (per-CPU tracers only), %DS_USER (at least one),
+ *		 %DS_TIMESTAMPS (BTS of a task)
  * @backend:	 the backend to use
  */
 struct ds_config {
@@ -232,12 +233,15 @@ struct ds_backend {
  * @task: the task to trace; a reference is taken
  * @cfg:  the buffer, overflow mode, filtering and backend
  *
- * The trace covers @task on every CPU it runs on. A child of @task never
- * inherits it; it survives execve(); it stops when @task exits, and the
- * handle stays valid (and readable) until ds_release().
+ * The trace covers @task in user mode on every CPU it runs on. A child of
+ * @task never inherits it; it survives an execve(), but not of an image the
+ * task's user may not read (see ds_exec_thread()); it stops when @task
+ * exits, and the handle stays valid (and readable) until ds_release(). The
+ * caller decides who may see @task's control flow: ptrace asks what
+ * PTRACE_PEEKTEXT asks. The buffer is charged to the requester's user.
  *
  * Context: process context, may sleep.
- * Return: a handle, or ERR_PTR() with -EINVAL (bad @cfg), -EBUSY (@task
+ * Return: a handle, or ERR_PTR() with -EINVAL (bad @cfg, %DS_KERNEL), -EBUSY (@task
  * already has a BTS tracer, a per-CPU BTS tracer exists, or perf holds the
  * Debug Store), -EOPNOTSUPP (no hardware and no emulated backend), -ESRCH
  * (@task is exiting), -ENOMEM (no memory, or RLIMIT_MEMLOCK exceeded without
@@ -255,7 +259,8 @@ struct ds_tracer *ds_request_bts_task(struct task_struct *task,
  *
  * Context: process context, may sleep.
  * Return: a handle, or ERR_PTR() with -EINVAL (bad @cfg or @cpu not
- * possible), -ENODEV (@cpu offline), -EBUSY (@cpu already has a BTS tracer,
+ * possible), -EPERM (%DS_KERNEL on a CPU affected by Meltdown, unless
+ * ds.meltdown_kernel is set), -ENODEV (@cpu offline), -EBUSY (@cpu already has a BTS tracer,
  * a per-task BTS tracer exists, or perf holds the Debug Store),
  * -EOPNOTSUPP (no BTS hardware), -ENOMEM.
  */
@@ -381,6 +386,24 @@ ssize_t ds_read_record(struct ds_tracer *tracer, size_t i, void *buf,
 		       size_t size);
 
 /**
+ * ds_read_records() - copy consecutive records out of the trace buffer
+ * @tracer: the handle
+ * @first:  index of the first record, 0 for the oldest
+ * @buf:    destination
+ * @size:   bytes available at @buf
+ *
+ * Copies records @first, @first + 1, ... while they exist and fit in @size,
+ * at most a page of them per call: the copy runs with interrupts disabled.
+ * Does not collect, as ds_read_record().
+ *
+ * Context: any context but NMI.
+ * Return: the number of records copied (0 when @first >= count), or -EINVAL
+ * (bad handle, @size below one record).
+ */
+ssize_t ds_read_records(struct ds_tracer *tracer, size_t first, void *buf,
+			size_t size);
+
+/**
  * ds_set_pebs_reset() - set a PEBS counter reset value
  * @tracer:  a PEBS tracer
  * @counter: counter index, below %DS_PEBS_MAX_RESETS
@@ -433,10 +456,11 @@ bool ds_tracer_recording(const struct ds_tracer *tracer);
  * ds_tracer_task() - the traced task of a per-task tracer
  * @tracer: the handle
  *
- * Return: the task (valid while the tracer is attached), or NULL for a
- * per-CPU or detached tracer.
+ * Context: any context but NMI.
+ * Return: the task with a reference, which the caller drops with
+ * put_task_struct(), or NULL for a per-CPU or detached tracer.
  */
-struct task_struct *ds_tracer_task(const struct ds_tracer *tracer);
+struct task_struct *ds_tracer_task(struct ds_tracer *tracer);
 
 /**
  * ds_tracer_flags() - the %DS_KERNEL, %DS_USER, %DS_TIMESTAMPS flags
@@ -624,6 +648,12 @@ static inline ssize_t ds_read_record(struct ds_tracer *tracer, size_t i,
 	return -EOPNOTSUPP;
 }
 
+static inline ssize_t ds_read_records(struct ds_tracer *tracer, size_t first,
+				      void *buf, size_t size)
+{
+	return -EOPNOTSUPP;
+}
+
 static inline int ds_set_pebs_reset(struct ds_tracer *tracer,
 				    unsigned int counter, u64 value)
 {
@@ -651,7 +681,7 @@ static inline bool ds_tracer_recording(const struct ds_tracer *tracer)
 	return false;
 }
 
-static inline struct task_struct *ds_tracer_task(const struct ds_tracer *tracer)
+static inline struct task_struct *ds_tracer_task(struct ds_tracer *tracer)
 {
 	return NULL;
 }

@@ -28,6 +28,7 @@
 #include <linux/namei.h>
 #include <linux/preempt.h>
 #include <linux/sched.h>
+#include <linux/sched/task.h>
 #include <linux/smp.h>
 #include <linux/umh.h>
 #include <linux/workqueue.h>
@@ -685,7 +686,7 @@ static void ds_hw_test_task_kthread(struct kunit *test)
 		.flags		= DS_KERNEL,
 		.backend	= DS_BACKEND_HARDWARE,
 	};
-	struct task_struct *thread;
+	struct task_struct *thread, *task;
 	struct ds_geometry geom;
 	struct ds_hw_run run;
 
@@ -698,7 +699,10 @@ static void ds_hw_test_task_kthread(struct kunit *test)
 	cfg.flags = DS_USER;
 	t->task_tracer = ds_request_bts_task(t->thread, &cfg);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, t->task_tracer);
-	KUNIT_EXPECT_PTR_EQ(test, ds_tracer_task(t->task_tracer), t->thread);
+	task = ds_tracer_task(t->task_tracer);
+	KUNIT_EXPECT_PTR_EQ(test, task, t->thread);
+	if (task)
+		put_task_struct(task);
 
 	/* This task is not traced. */
 	ds_hw_run_work(test, cpumask_last(cpu_online_mask), &run,

@@ -271,6 +271,17 @@ static struct ds_tracer *ds_test_task(struct kunit *test,
 	return ds_test_keep(test, ds_request_bts_task(current, cfg));
 }
 
+/* The tracer's task, and the reference ds_tracer_task() took dropped. */
+static void ds_test_expect_task(struct kunit *test, struct ds_tracer *tracer,
+				struct task_struct *want)
+{
+	struct task_struct *task = ds_tracer_task(tracer);
+
+	KUNIT_EXPECT_PTR_EQ(test, task, want);
+	if (task)
+		put_task_struct(task);
+}
+
 static struct ds_geometry ds_test_geom(struct kunit *test,
 				       struct ds_tracer *tracer)
 {
@@ -443,7 +454,7 @@ static void ds_test_request_release(struct kunit *test)
 	struct ds_geometry geom;
 
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
-	KUNIT_EXPECT_PTR_EQ(test, ds_tracer_task(tracer), current);
+	ds_test_expect_task(test, tracer, current);
 	KUNIT_EXPECT_TRUE(test, test_thread_flag(TIF_DS_TRACE));
 	KUNIT_EXPECT_TRUE(test, ds_tracer_recording(tracer));
 	geom = ds_test_geom(test, tracer);
@@ -996,6 +1007,88 @@ static void ds_test_syscore_suspend(struct kunit *test)
 	ds_test_expect_branch(test, tracer, 1, 1);
 }
 
+/* --- interrupting CPUs --- */
+
+static atomic_t ds_test_ipis;
+static int ds_test_ipi_cpu;
+
+static void ds_test_sync_cpu(int cpu)
+{
+	atomic_inc(&ds_test_ipis);
+	WRITE_ONCE(ds_test_ipi_cpu, cpu);
+	smp_call_function_single(cpu, ds_cpu_sync, NULL, 1);
+}
+
+static int ds_test_never_runs(void *unused)
+{
+	return 0;
+}
+
+/*
+ * Requests, reads and releases interrupt only the CPU that has the tracer
+ * loaded: a CPU tracer's own, the CPU where a traced task runs, none for a
+ * task that is not running or for an emulated tracer.
+ */
+static void ds_test_ipi_targets(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	int cpu = cpumask_last(cpu_online_mask);
+	struct task_struct *sleeper;
+	struct ds_tracer *tracer;
+	struct ds_geometry geom;
+
+	kunit_activate_static_stub(test, ds_sync_cpu, ds_test_sync_cpu);
+
+	atomic_set(&ds_test_ipis, 0);
+	tracer = ds_test_keep(test, ds_request_bts_cpu(cpu, &cfg));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_get_geometry(tracer, &geom), 0);
+	KUNIT_EXPECT_EQ(test, ds_suspend(tracer), 0);
+	ds_test_release(test, tracer);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_test_ipis), 4);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(ds_test_ipi_cpu), cpu);
+
+	sleeper = kthread_create(ds_test_never_runs, NULL, "ds_test_sleeper");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(sleeper));
+	get_task_struct(sleeper);
+	KUNIT_EXPECT_NE(test, wait_task_inactive(sleeper, TASK_UNINTERRUPTIBLE),
+			0);
+	atomic_set(&ds_test_ipis, 0);
+	tracer = ds_test_keep(test, ds_request_bts_task(sleeper, &cfg));
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	if (!IS_ERR(tracer)) {
+		KUNIT_EXPECT_EQ(test, ds_get_geometry(tracer, &geom), 0);
+		KUNIT_EXPECT_EQ(test, ds_suspend(tracer), 0);
+		KUNIT_EXPECT_EQ(test, ds_resume(tracer), 0);
+		KUNIT_EXPECT_EQ(test, ds_clear(tracer), 0);
+		ds_test_release(test, tracer);
+	}
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_test_ipis), 0);
+	kthread_stop(sleeper);
+	put_task_struct(sleeper);
+
+	migrate_disable();
+	cpu = smp_processor_id();
+	atomic_set(&ds_test_ipis, 0);
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_get_geometry(tracer, &geom), 0);
+	ds_test_release(test, tracer);
+	migrate_enable();
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_test_ipis), 3);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(ds_test_ipi_cpu), cpu);
+
+	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
+	cfg.backend = DS_BACKEND_EMULATED;
+	atomic_set(&ds_test_ipis, 0);
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_get_geometry(tracer, &geom), 0);
+	KUNIT_EXPECT_EQ(test, ds_clear(tracer), 0);
+	ds_test_release(test, tracer);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_test_ipis), 0);
+}
+
 /* --- geometry --- */
 
 static void ds_test_odd_size(struct kunit *test)
@@ -1089,6 +1182,36 @@ static void ds_test_wrap_order(struct kunit *test)
 		ds_test_expect_branch(test, tracer, i, 12 + i);
 	KUNIT_EXPECT_EQ(test, ds_read_record(tracer, 8, &geom, sizeof(geom)),
 			-EINVAL);
+}
+
+/* Batches of records across the wrap, clamped to the count and the size. */
+static void ds_test_read_records(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(8 * DS_BTS_RECORD_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_bts_record recs[10];
+	int i;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 13), 13);
+	memset(recs, 0, sizeof(recs));
+	/* Records 5..12 sit at slots 5..7, then 0..4. */
+	KUNIT_EXPECT_EQ(test, ds_read_records(tracer, 0, recs, sizeof(recs)),
+			8);
+	for (i = 0; i < 8; i++)
+		KUNIT_EXPECT_EQ(test, recs[i].from, DS_TEST_FROM + 5 + i);
+	KUNIT_EXPECT_EQ(test, recs[8].from, 0);
+	KUNIT_EXPECT_EQ(test, ds_read_records(tracer, 2, recs,
+					      2 * sizeof(recs[0]) + 1), 2);
+	KUNIT_EXPECT_EQ(test, recs[0].from, DS_TEST_FROM + 7);
+	KUNIT_EXPECT_EQ(test, recs[1].from, DS_TEST_FROM + 8);
+	KUNIT_EXPECT_EQ(test, ds_read_records(tracer, 7, recs, sizeof(recs)),
+			1);
+	KUNIT_EXPECT_EQ(test, recs[0].from, DS_TEST_FROM + 12);
+	KUNIT_EXPECT_EQ(test, ds_read_records(tracer, 8, recs, sizeof(recs)),
+			0);
+	KUNIT_EXPECT_EQ(test, ds_read_records(tracer, 0, recs,
+					      sizeof(recs[0]) - 1), -EINVAL);
 }
 
 static void ds_test_caller_buffer(struct kunit *test)
@@ -1563,7 +1686,7 @@ static void ds_test_fork_not_inherited(struct kunit *test)
 	wait_for_completion(&child->done);
 	put_task_struct(child->task);
 	/* The parent's trace is untouched. */
-	KUNIT_EXPECT_PTR_EQ(test, ds_tracer_task(tracer), current);
+	ds_test_expect_task(test, tracer, current);
 	KUNIT_EXPECT_TRUE(test, test_thread_flag(TIF_DS_TRACE));
 }
 
@@ -1588,7 +1711,7 @@ static void ds_test_release_on_exit(struct kunit *test)
 	/* Exit released the hardware; the trace stays until ds_release(). */
 	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).status,
 			DS_STATUS_DETACHED);
-	KUNIT_EXPECT_NULL(test, ds_tracer_task(tracer));
+	ds_test_expect_task(test, tracer, NULL);
 	KUNIT_EXPECT_FALSE(test, ds_tracer_recording(tracer));
 	KUNIT_EXPECT_EQ(test, ds_hw_users, 0);
 	KUNIT_EXPECT_NULL(test, child->task->thread.ds_ctx);
@@ -2081,11 +2204,13 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_cpu_invalid),
 	KUNIT_CASE(ds_test_cpu_offline),
 	KUNIT_CASE(ds_test_syscore_suspend),
+	KUNIT_CASE(ds_test_ipi_targets),
 	KUNIT_CASE(ds_test_odd_size),
 	KUNIT_CASE(ds_test_one_record),
 	KUNIT_CASE(ds_test_bad_sizes),
 	KUNIT_CASE(ds_test_hw_geometry),
 	KUNIT_CASE(ds_test_wrap_order),
+	KUNIT_CASE(ds_test_read_records),
 	KUNIT_CASE(ds_test_caller_buffer),
 	KUNIT_CASE(ds_test_clear),
 	KUNIT_CASE(ds_test_notify_pause_resume),

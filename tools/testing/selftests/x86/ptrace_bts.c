@@ -3296,6 +3296,9 @@ TEST_F(bts, tracee_exits)
 
 /* argv[1] that makes this program the tracee of another test binary. */
 #define BTS_HELPER_ARG		"--bts-helper"
+/* This program as a former tracee: many branches, no breakpoint. */
+#define BTS_SPIN_ARG		"--bts-spin"
+#define BTS_SPIN_LOOPS		20000
 
 /* bts_jmp's labels as the helper reports them. */
 struct jmp_labels {
@@ -3460,6 +3463,69 @@ TEST_F(bts, tracee_execs_private)
 	}
 	EXPECT_EQ(0, WEXITSTATUS(status));
 	self->pid = 0;
+}
+
+/*
+ * The tracer of @pid configures a small buffer with the overflow signal at
+ * the exec stop, then exits without resuming it: the former tracee runs on.
+ */
+static void tracer_leaving_a_trace(void)
+{
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	if (pid < 0)
+		_exit(10);
+	if (pid == 0) {
+		if (sys_ptrace(PTRACE_TRACEME, 0, NULL, 0))
+			_exit(11);
+		kill(getpid(), SIGSTOP);
+		execl("/proc/self/exe", "ptrace_bts", BTS_SPIN_ARG, NULL);
+		_exit(12);
+	}
+	if (waitpid(pid, &status, __WALL) != pid || !WIFSTOPPED(status) ||
+	    sys_ptrace(PTRACE_SETOPTIONS, pid, NULL, PTRACE_O_TRACEEXEC) ||
+	    sys_ptrace(PTRACE_CONT, pid, NULL, 0) ||
+	    waitpid(pid, &status, __WALL) != pid ||
+	    status >> 8 != (SIGTRAP | (PTRACE_EVENT_EXEC << 8)))
+		_exit(13);
+	if (bts_config_backend(pid, BTS_REC,
+			       BTS_TRACE_ALLOC | PTRACE_BTS_O_SIGNAL, SIGUSR1,
+			       PTRACE_BTS_BACKEND_ANY))
+		_exit(14);
+	_exit(0);
+}
+
+/*
+ * The tracer exits while the tracee sits in an event stop, with a buffer
+ * that its first branch fills. The unlink resumes the tracee, untraced: it
+ * must be neither stepped for a trace nobody reads nor sent the overflow
+ * signal, which would kill it, before the release work runs. (Without the
+ * stop in ptrace_bts_untrace() this is a race the release work usually
+ * wins under TCG; KUnit's suspend_atomic checks the stop itself.)
+ */
+TEST_F(bts, tracer_exit_stops_at_once)
+{
+	int status;
+	pid_t tracer, tracee;
+
+	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1));
+	tracer = fork();
+	ASSERT_LE(0, tracer);
+	if (tracer == 0)
+		tracer_leaving_a_trace();
+	ASSERT_EQ(tracer, waitpid(tracer, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	ASSERT_EQ(0, WEXITSTATUS(status));
+	/* The former tracee, now our child. */
+	tracee = waitpid(-1, &status, __WALL);
+	ASSERT_LT(0, tracee);
+	EXPECT_TRUE(WIFEXITED(status)) {
+		TH_LOG("the former tracee: status %#x (signal %d)", status,
+		       WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	}
+	EXPECT_EQ(0, WEXITSTATUS(status));
 }
 
 #ifdef __x86_64__
@@ -3871,8 +3937,19 @@ TEST_F(bts, ptrace_kill)
 	EXPECT_EQ(0, vmlck_settled_kb());
 }
 
+static int bts_spin(void)
+{
+	volatile unsigned long n = 0;
+
+	while (n < BTS_SPIN_LOOPS)
+		n++;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 2 && !strcmp(argv[1], BTS_SPIN_ARG))
+		return bts_spin();
 	if (argc >= 2 && !strcmp(argv[1], BTS_HELPER_ARG))
 		return bts_helper(argc > 2 ? argv[2] : NULL);
 	return test_harness_run(argc, argv);
