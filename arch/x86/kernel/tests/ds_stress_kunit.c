@@ -261,6 +261,7 @@ static void ds_stress_request(struct ds_stress_worker *w,
 {
 	struct kunit *test = w->s->test;
 	bool per_cpu = slot->cpu >= 0;
+	struct task_struct *task;
 	struct ds_tracer *tracer;
 	struct ds_config cfg;
 	void *buffer = NULL;
@@ -301,8 +302,12 @@ static void ds_stress_request(struct ds_stress_worker *w,
 	KUNIT_EXPECT_TRUE_MSG(test, valid, "an invalid request was granted");
 	if (per_cpu && cfg.flags & DS_KERNEL)
 		atomic_inc(&w->s->kernel_granted);
-	KUNIT_EXPECT_TRUE(test, per_cpu || ds_tracer_task(tracer) == slot->task ||
-			  !ds_tracer_task(tracer));
+	/* A reference of its own, or NULL once the thread is gone. */
+	task = ds_tracer_task(tracer);
+	KUNIT_EXPECT_TRUE(test, per_cpu ? !task :
+			  !task || task == slot->task);
+	if (task)
+		put_task_struct(task);
 	slot->tracer = tracer;
 	slot->buffer = buffer;
 	slot->suspended = false;
