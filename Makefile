@@ -27,6 +27,10 @@ NODS_OBJ := $(BUILD)/obj-nods
 NODS_BZIMAGE := $(NODS_OBJ)/arch/x86/boot/bzImage
 NOEMU_OBJ := $(BUILD)/obj-noemu
 NOEMU_BZIMAGE := $(NOEMU_OBJ)/arch/x86/boot/bzImage
+# The hostile-use kernel: the test config with KASAN and fault injection
+# (vm/stress.config), booted on stock QEMU and on the BTS model.
+STRESS_OBJ := $(BUILD)/obj-stress
+STRESS_BZIMAGE := $(STRESS_OBJ)/arch/x86/boot/bzImage
 OUTGOING:= $(BUILD)/outgoing
 JOBS    ?= $(shell nproc)
 
@@ -37,7 +41,7 @@ SELFTEST_TARGETS := x86 ptrace
 export BUILD
 
 .PHONY: help deps apt-check report-test base tree refresh patches-check series check config kernel \
-	run-kernel i386-kernel nods-kernel noemu-kernel initramfs-i386 bench headers selftests tools initramfs qemu qemu-test test run shell clean distclean
+	run-kernel i386-kernel nods-kernel noemu-kernel stress-kernel initramfs-i386 bench headers selftests tools initramfs qemu qemu-test test run shell clean distclean
 
 help:
 	@echo "make run            boot the VM and show the demo"
@@ -128,6 +132,8 @@ $(eval $(call extra_kernel,nods-kernel,$(NODS_OBJ),x86_64,\
 	$(TOP)/vm/kernel.config $(TOP)/vm/no-ds.config))
 $(eval $(call extra_kernel,noemu-kernel,$(NOEMU_OBJ),x86_64,\
 	$(TOP)/vm/kernel.config $(TOP)/vm/no-emulate.config))
+$(eval $(call extra_kernel,stress-kernel,$(STRESS_OBJ),x86_64,\
+	$(TOP)/vm/kernel.config $(TOP)/vm/stress.config))
 $(eval $(call extra_kernel,run-kernel,$(RUN_OBJ),x86_64,\
 	$(TOP)/vm/kernel.config $(TOP)/vm/run.config))
 
@@ -204,7 +210,7 @@ vm_test = @if [ -z "$(call run_only,$(1))" ]; then \
 		VM_APPEND="$(4) $(call run_emu,$(1)) $(VM_APPEND)" $(5) \
 		$(TOP)/mk/vm.sh test $(2) $(3) $(LOGS)/$(1); \
 	fi
-RUNS := tcg bts pmu bts-alt pmu-alt i386 nods noemu busy model
+RUNS := tcg bts pmu bts-alt pmu-alt i386 nods noemu busy stress stress-bts model
 
 # One verdict over all runs (vm/expected/README says what each proves):
 #   tcg    the test kernel on stock QEMU: the emulated backend
@@ -217,8 +223,11 @@ RUNS := tcg bts pmu bts-alt pmu-alt i386 nods noemu busy model
 #   nods   the test config without X86_DS: every request is EIO
 #   noemu  without the emulated backend on stock QEMU: EOPNOTSUPP
 #   busy   the same kernel on the model with PMU, perf holding BTS: EBUSY
+#   stress, stress-bts
+#          the hostile-use kernel (KASAN, fault injection) on stock QEMU and
+#          on the model: ptrace_bts_hostile and the x86_ds_stress KUnit suite
 #   model  the model's own test
-test: kernel i386-kernel nods-kernel noemu-kernel initramfs initramfs-i386 qemu
+test: kernel i386-kernel nods-kernel noemu-kernel stress-kernel initramfs initramfs-i386 qemu
 	@echo "base: $(shell cat $(BUILD)/base-version 2>/dev/null)"
 	@python3 $(TOP)/mk/report_test.py $(SRC)
 	$(call vm_test,tcg,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=emulated)
@@ -230,6 +239,8 @@ test: kernel i386-kernel nods-kernel noemu-kernel initramfs initramfs-i386 qemu
 	$(call vm_test,nods,$(NODS_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EIO)
 	$(call vm_test,noemu,$(NOEMU_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EOPNOTSUPP)
 	$(call vm_test,busy,$(NOEMU_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EBUSY,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_CPU))
+	$(call vm_test,stress,$(STRESS_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=emulated)
+	$(call vm_test,stress-bts,$(STRESS_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(BTS_CPU))
 	@echo "test: the model's own test"
 	@$(MAKE) -s qemu-test
 	@python3 $(TOP)/mk/report.py $(if $(ONLY),--only $(ONLY)) $(SRC) $(addprefix $(LOGS)/,$(RUNS))
@@ -252,7 +263,7 @@ shell: kernel initramfs
 	@$(TOP)/mk/vm.sh shell $(BZIMAGE) $(INITRD) $(LOGS)/shell
 
 clean:
-	rm -rf $(OBJ) $(RUN_OBJ) $(I386_OBJ) $(NODS_OBJ) $(NOEMU_OBJ) $(KSFT) $(INITRD) $(I386_INITRD) $(LOGS) $(OUTGOING)
+	rm -rf $(OBJ) $(RUN_OBJ) $(I386_OBJ) $(NODS_OBJ) $(NOEMU_OBJ) $(STRESS_OBJ) $(KSFT) $(INITRD) $(I386_INITRD) $(LOGS) $(OUTGOING)
 
 distclean:
 	rm -rf $(BUILD)

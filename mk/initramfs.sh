@@ -11,6 +11,9 @@ out=$1 ksft=$2
 shift 2
 
 root=$(mktemp -d "${out%/*}/initramfs.XXXXXX")
+# mktemp makes it 0700: / must be searchable by the unprivileged users the
+# tests drop to (ptrace_bts_hostile execs itself as uid 4242).
+chmod 755 "$root"
 trap 'rm -rf "$root"' EXIT
 mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp,root,etc}
 cp "${BUSYBOX:-/bin/busybox}" "$root/bin/busybox"
