@@ -578,12 +578,14 @@ static void ds_notify_work(struct irq_work *work)
 /*
  * Redirected by the KUnit suite to fail allocations on purpose. The memory
  * cgroup of the requester pays for the pages. The size is the requester's
- * choice: a failure is its -ENOMEM, not a warning on the console.
+ * choice: a failure is its -ENOMEM, not a warning on the console, and a
+ * full memory cgroup refuses it rather than call its OOM killer.
  */
 static void *ds_buffer_alloc(size_t size)
 {
 	KUNIT_STATIC_STUB_REDIRECT(ds_buffer_alloc, size);
-	return __vmalloc(size, GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN);
+	return __vmalloc(size, GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN |
+			 __GFP_RETRY_MAYFAIL);
 }
 
 /*
