@@ -195,6 +195,7 @@ struct ds_tracer {
 	enum ds_overflow	overflow;
 	ds_notify_fn		notify;
 	void			*cookie;
+	ds_notify_fn		detached;
 	/* Written under ds_mutex, read anywhere. */
 	bool			attached;
 	bool			suspended;
@@ -751,6 +752,7 @@ static struct ds_tracer *ds_tracer_alloc(enum ds_kind kind, bool per_cpu,
 	tracer->overflow = cfg->overflow;
 	tracer->notify = cfg->notify;
 	tracer->cookie = cfg->cookie;
+	tracer->detached = cfg->detached;
 	tracer->rec_size = size;
 	tracer->capacity = cfg->size / size;
 	if (cfg->overflow == DS_OVERFLOW_NOTIFY)
@@ -2117,6 +2119,7 @@ void ds_fork_thread(struct task_struct *child)
 
 void ds_exit_thread(struct task_struct *task)
 {
+	struct ds_tracer *tracer;
 	struct ds_context *ctx;
 	enum ds_kind kind;
 
@@ -2130,8 +2133,13 @@ void ds_exit_thread(struct task_struct *task)
 	for (kind = 0; kind < DS_NR_KINDS; kind++) {
 		/* The last detach frees the context. */
 		ctx = task->thread.ds_ctx;
-		if (ctx && ctx->tracer[kind])
-			ds_detach(ctx->tracer[kind]);
+		tracer = ctx ? ctx->tracer[kind] : NULL;
+		if (!tracer)
+			continue;
+		ds_detach(tracer);
+		/* Under ds_mutex: the owner's ds_release() waits for it. */
+		if (tracer->detached)
+			tracer->detached(tracer, READ_ONCE(tracer->cookie));
 	}
 	cpus_read_unlock();
 	mutex_unlock(&ds_mutex);

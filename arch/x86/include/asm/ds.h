@@ -165,7 +165,13 @@ typedef void (*ds_notify_fn)(struct ds_tracer *tracer, void *cookie);
  *		 records, 0 meaning when full; must be 0 for %DS_OVERFLOW_WRAP
  * @overflow:	 the overflow mode
  * @notify:	 the callback for %DS_OVERFLOW_NOTIFY, NULL otherwise
- * @cookie:	 passed to @notify
+ * @cookie:	 passed to @notify and @detached
+ * @detached:	 optional: called when the allocator detaches a task's tracer
+ *		 on its own, at the task's exit or at an exec of an image its
+ *		 user may not read (see ds_exec_thread()); not at ds_release().
+ *		 Process context, in the task, under the allocator's mutex:
+ *		 it must not call the ds_*() functions, only note the fact or
+ *		 queue work. The handle stays valid until ds_release().
  * @flags:	 %DS_KERNEL (per-CPU tracers only), %DS_USER (at least one),
  *		 %DS_TIMESTAMPS (BTS of a task)
  * @backend:	 the backend to use
@@ -177,6 +183,7 @@ struct ds_config {
 	enum ds_overflow	overflow;
 	ds_notify_fn		notify;
 	void			*cookie;
+	ds_notify_fn		detached;
 	unsigned int		flags;
 	enum ds_backend_id	backend;
 };

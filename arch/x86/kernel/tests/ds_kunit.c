@@ -50,6 +50,8 @@ struct ds_test {
 	const struct ds_backend	*saved_emulated;
 	int			notified;
 	void			*cookie;
+	/* Calls of ds_test_detached(). */
+	int			detached;
 	/* The locked memory of the test's user before the test. */
 	long			user_locked;
 };
@@ -1692,13 +1694,23 @@ static void ds_test_fork_not_inherited(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, test_thread_flag(TIF_DS_TRACE));
 }
 
+static void ds_test_detached(struct ds_tracer *tracer, void *cookie)
+{
+	struct ds_test *dt = cookie;
+
+	dt->detached++;
+}
+
 static void ds_test_release_on_exit(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
 	struct ds_test_child *child = ds_test_fork(test);
+	struct ds_test *dt = test->priv;
 	struct ds_tracer *tracer;
 	int tries;
 
+	cfg.detached = ds_test_detached;
+	cfg.cookie = dt;
 	tracer = ds_test_keep(test, ds_request_bts_task(child->task, &cfg));
 	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
 	complete(&child->go);
@@ -1718,6 +1730,10 @@ static void ds_test_release_on_exit(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_hw_users, 0);
 	KUNIT_EXPECT_NULL(test, child->task->thread.ds_ctx);
 	KUNIT_EXPECT_EQ(test, ds_suspend(tracer), 0);
+	/* Told once, at the exit; the release says nothing more. */
+	KUNIT_EXPECT_EQ(test, dt->detached, 1);
+	ds_test_release(test, tracer);
+	KUNIT_EXPECT_EQ(test, dt->detached, 1);
 put_child:
 	put_task_struct(child->task);
 }
