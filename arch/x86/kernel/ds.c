@@ -164,7 +164,6 @@ struct ds_hw_ops {
 	void	(*unmap)(void *cea, size_t size);
 };
 
-
 #ifdef CONFIG_X86_DS
 
 static const u8 ds_pebs_record_words[DS_PEBS_NR_FORMATS] = {
@@ -1138,13 +1137,15 @@ static bool ds_cpu_at_threshold(struct ds_cpu *dc)
 static void ds_nmi_stop_bts(struct ds_cpu *dc)
 {
 	struct ds_area_part *part;
+	u64 ctl;
 
 	if (!dc->stage[DS_BTS])
 		return;
 	part = ds_part(dc->area, DS_BTS);
 	if (READ_ONCE(part->index) < READ_ONCE(part->threshold))
 		return;
-	static_call(ds_hw_write_debugctl)(static_call(ds_hw_read_debugctl)() & ~DS_DEBUGCTL_MASK);
+	ctl = static_call(ds_hw_read_debugctl)();
+	static_call(ds_hw_write_debugctl)(ctl & ~DS_DEBUGCTL_MASK);
 	WRITE_ONCE(dc->nmi_stopped, true);
 }
 
@@ -1375,7 +1376,8 @@ static void ds_syscore_rearm(void)
 	if (!READ_ONCE(ds_hw_active) || dc->armed)
 		return;
 	/* The firmware's DEBUGCTL, not what we wrote before the suspend. */
-	dc->debugctl = static_call(ds_hw_read_debugctl)() & DS_DEBUGCTL_MASK;
+	dc->debugctl = static_call(ds_hw_read_debugctl)();
+	dc->debugctl &= DS_DEBUGCTL_MASK;
 	static_call(ds_hw_write_ds_area)(dc->area_hw);
 	/*
 	 * LVTPC needs nothing: lapic_resume(), registered at core_initcall
@@ -2344,8 +2346,8 @@ void ds_perf_unmap_buffer(int cpu, enum ds_kind kind, size_t size)
 	struct debug_store_buffers *slots =
 		&get_cpu_entry_area(cpu)->cpu_debug_buffers;
 
-	static_call(ds_hw_unmap)(kind == DS_BTS ? slots->bts_buffer : slots->pebs_buffer,
-		     size);
+	static_call(ds_hw_unmap)(kind == DS_BTS ? slots->bts_buffer :
+						  slots->pebs_buffer, size);
 }
 EXPORT_SYMBOL_GPL(ds_perf_unmap_buffer);
 
@@ -2397,7 +2399,9 @@ EXPORT_SYMBOL_GPL(ds_perf_bts_enable);
 
 void ds_perf_bts_disable(void)
 {
-	static_call(ds_hw_write_debugctl)(static_call(ds_hw_read_debugctl)() & ~DS_DEBUGCTL_MASK);
+	u64 ctl = static_call(ds_hw_read_debugctl)();
+
+	static_call(ds_hw_write_debugctl)(ctl & ~DS_DEBUGCTL_MASK);
 }
 EXPORT_SYMBOL_GPL(ds_perf_bts_disable);
 
