@@ -238,7 +238,7 @@ test: kernel i386-kernel nods-kernel noemu-kernel stress-kernel initramfs initra
 	$(call vm_test,i386,$(I386_BZIMAGE),$(I386_INITRD),vm.env=PTRACE_BTS_BACKEND=emulated)
 	$(call vm_test,nods,$(NODS_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EIO)
 	$(call vm_test,noemu,$(NOEMU_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EOPNOTSUPP)
-	$(call vm_test,busy,$(NOEMU_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EBUSY,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_CPU))
+	$(call vm_test,busy,$(NOEMU_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EBUSY ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_CPU))
 	$(call vm_test,stress,$(STRESS_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=emulated)
 	$(call vm_test,stress-bts,$(STRESS_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(BTS_CPU))
 	@echo "test: the model's own test"
