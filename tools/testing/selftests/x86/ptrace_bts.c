@@ -3336,6 +3336,19 @@ static void exec_routine(unsigned long unused)
 	_exit(5);
 }
 
+/* Resume @pid and wait for its exit, which must be a clean one. */
+static void cont_to_exit(struct __test_metadata *_metadata, pid_t pid)
+{
+	int status;
+
+	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, pid, NULL, 0));
+	ASSERT_EQ(pid, waitpid(pid, &status, __WALL));
+	ASSERT_TRUE(WIFEXITED(status)) {
+		TH_LOG("status %#x", status);
+	}
+	EXPECT_EQ(0, WEXITSTATUS(status));
+}
+
 /*
  * exec with tracing on: the configuration, the buffer and its records
  * stay, and the new image's branches follow the old image's: bts_jmp's
@@ -3371,12 +3384,7 @@ TEST_F(bts, tracee_execs)
 	EXPECT_GT(BTS_MAX_RECORDS, n);
 	check_oldest(_metadata, self->pid, jmp_trace, ARRAY_SIZE(jmp_trace));
 	check_newest(_metadata, self->pid, jmp_trace, ARRAY_SIZE(jmp_trace));
-	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, self->pid, NULL, 0));
-	ASSERT_EQ(self->pid, waitpid(self->pid, &status, __WALL));
-	ASSERT_TRUE(WIFEXITED(status)) {
-		TH_LOG("status %#x", status);
-	}
-	EXPECT_EQ(0, WEXITSTATUS(status));
+	cont_to_exit(_metadata, self->pid);
 	self->pid = 0;
 }
 
@@ -3456,12 +3464,7 @@ TEST_F(bts, tracee_execs_private)
 	cont_to(_metadata, self->pid, 0, jmp_e);
 	EXPECT_EQ(at_exec, bts_size(self->pid));
 	check_oldest(_metadata, self->pid, jmp_trace, ARRAY_SIZE(jmp_trace));
-	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, self->pid, NULL, 0));
-	ASSERT_EQ(self->pid, waitpid(self->pid, &status, __WALL));
-	ASSERT_TRUE(WIFEXITED(status)) {
-		TH_LOG("status %#x", status);
-	}
-	EXPECT_EQ(0, WEXITSTATUS(status));
+	cont_to_exit(_metadata, self->pid);
 	self->pid = 0;
 }
 
