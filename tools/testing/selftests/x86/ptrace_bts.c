@@ -136,24 +136,6 @@ static long bts_backend(pid_t pid)
 	return cfg.backend;
 }
 
-/*
- * The backend this run must trace with: the harness names it in
- * PTRACE_BTS_BACKEND (hardware or emulated) for each VM it boots; 0 when
- * it does not say, -1 for a name this test does not know.
- */
-static int expected_backend(void)
-{
-	const char *name = getenv("PTRACE_BTS_BACKEND");
-
-	if (!name || !*name)
-		return PTRACE_BTS_BACKEND_ANY;
-	if (!strcmp(name, "hardware"))
-		return PTRACE_BTS_BACKEND_HARDWARE;
-	if (!strcmp(name, "emulated"))
-		return PTRACE_BTS_BACKEND_EMULATED;
-	return -1;
-}
-
 /* After a CONFIG with O_ALLOC: is @pid traced by the backend expected? */
 static bool backend_as_expected(pid_t pid)
 {

@@ -56,20 +56,6 @@
 #define SYS_POWER		"/sys/power/"
 #define WAKEALARM		"/sys/class/rtc/rtc0/wakealarm"
 
-/* The backend the run names in PTRACE_BTS_BACKEND; -1 for an unknown name. */
-static int expected_backend(void)
-{
-	const char *name = getenv("PTRACE_BTS_BACKEND");
-
-	if (!name || !*name)
-		return PTRACE_BTS_BACKEND_ANY;
-	if (!strcmp(name, "hardware"))
-		return PTRACE_BTS_BACKEND_HARDWARE;
-	if (!strcmp(name, "emulated"))
-		return PTRACE_BTS_BACKEND_EMULATED;
-	return -1;
-}
-
 /* Read a sysfs file into @buf; false if it cannot be read. */
 static bool read_text(const char *path, char *buf, size_t size)
 {

@@ -9,11 +9,13 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <linux/perf_event.h>
+#include <asm/ptrace-bts.h>
 
 static inline long sys_ptrace(long request, pid_t pid, void *addr,
 			      unsigned long data)
@@ -85,6 +87,24 @@ static inline int open_perf_bts(pid_t pid, bool disabled)
 	};
 
 	return syscall(SYS_perf_event_open, &attr, pid, -1, -1, 0);
+}
+
+/*
+ * The backend this run must trace with: the harness names it in
+ * PTRACE_BTS_BACKEND (hardware or emulated) for each VM it boots; 0 when
+ * it does not say, -1 for a name this test does not know.
+ */
+static inline int expected_backend(void)
+{
+	const char *name = getenv("PTRACE_BTS_BACKEND");
+
+	if (!name || !*name)
+		return PTRACE_BTS_BACKEND_ANY;
+	if (!strcmp(name, "hardware"))
+		return PTRACE_BTS_BACKEND_HARDWARE;
+	if (!strcmp(name, "emulated"))
+		return PTRACE_BTS_BACKEND_EMULATED;
+	return -1;
 }
 
 #endif /* PTRACE_BTS_UTIL_H */
