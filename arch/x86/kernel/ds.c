@@ -274,12 +274,36 @@ static DEFINE_PER_CPU(struct ds_cpu, ds_cpus);
 
 /* Serialises requests, releases, state changes and backend registration. */
 static DEFINE_MUTEX(ds_mutex);
-/* Hardware tracers (attached) and perf's hold; under ds_perf_lock too. */
+/*
+ * Hardware tracers (attached), the state of the shared hardware resources
+ * and perf's hold; all three under ds_perf_lock, users under ds_mutex too.
+ */
 static DEFINE_SPINLOCK(ds_perf_lock);
 static unsigned int ds_hw_users;
+static enum ds_hw_state {
+	DS_HW_DOWN,		/* nothing set up; perf may reserve */
+	DS_HW_SETTING_UP,	/* for the first user, under ds_mutex */
+	DS_HW_UP,		/* set up: users, or lingering without */
+	DS_HW_TEARING_DOWN,	/* by the linger's end or by perf */
+} ds_hw_state;
 static bool ds_perf_held;
-/* Staging buffers exist and online CPUs are armed; under ds_mutex. */
+/*
+ * Staging buffers exist and online CPUs are armed. Set under ds_mutex,
+ * cleared by whoever tears down; see ds_hw_teardown().
+ */
 static bool ds_hw_active;
+
+/*
+ * Setting up arms every CPU and mapping the staging buffers flushes every
+ * TLB; so does tearing down. The resources outlive the last user by this
+ * much, so that a loop of requests and releases, which any user may run,
+ * interrupts the machine once per period and not twice per request.
+ */
+#define DS_HW_LINGER		HZ
+/* DS_HW_LINGER; KUnit makes it longer than any test. */
+static unsigned long ds_hw_linger = DS_HW_LINGER;
+static void ds_hw_linger_fn(struct work_struct *work);
+static DECLARE_DELAYED_WORK(ds_hw_linger_work, ds_hw_linger_fn);
 /* Attached hardware tracers per kind, task and CPU; under ds_mutex. */
 static unsigned int ds_nr_task_hw[DS_NR_KINDS];
 static unsigned int ds_nr_cpu[DS_NR_KINDS];
@@ -1267,14 +1291,21 @@ free_stages:
 	return err;
 }
 
+/*
+ * Runs with neither ds_mutex nor the CPU hotplug lock: perf tears a
+ * lingering setup down from its reservation, which may run under
+ * cpus_write_lock(). ds_hw_state excludes every other setup and teardown,
+ * and no tracer is attached. A CPU coming online arms itself only if it
+ * sees ds_hw_active, and it is in cpu_online_mask before it looks: with a
+ * full barrier on both sides, either it sees the flag cleared or
+ * on_each_cpu() sees it online and disarms it.
+ */
 static void ds_hw_teardown(void)
 {
 	int cpu;
 
-	lockdep_assert_held(&ds_mutex);
-	lockdep_assert_cpus_held();
-
 	WRITE_ONCE(ds_hw_active, false);
+	smp_mb();	/* pairs with ds_cpu_online() */
 	on_each_cpu(ds_cpu_disarm_ipi, NULL, 1);
 	unregister_nmi_handler(NMI_LOCAL, "ds");
 	for_each_possible_cpu(cpu)
@@ -1284,43 +1315,95 @@ static void ds_hw_teardown(void)
 
 static int ds_hw_get(void)
 {
+	enum ds_hw_state state;
 	int err = 0;
 
 	lockdep_assert_held(&ds_mutex);
 
 	spin_lock(&ds_perf_lock);
-	if (ds_perf_held)
+	state = ds_hw_state;
+	/* perf holds the Debug Store, or is about to once its teardown ends. */
+	if (ds_perf_held || state == DS_HW_TEARING_DOWN) {
 		err = -EBUSY;
-	else
+	} else {
 		ds_hw_users++;
+		if (state == DS_HW_DOWN)
+			ds_hw_state = DS_HW_SETTING_UP;
+	}
 	spin_unlock(&ds_perf_lock);
-	if (err || ds_hw_users > 1)
+	/* Up already, with users or lingering without: nothing to do. */
+	if (err || state != DS_HW_DOWN)
 		return err;
 
 	err = ds_hw_setup();
+	spin_lock(&ds_perf_lock);
 	if (err) {
-		spin_lock(&ds_perf_lock);
 		ds_hw_users--;
-		spin_unlock(&ds_perf_lock);
+		ds_hw_state = DS_HW_DOWN;
+	} else {
+		ds_hw_state = DS_HW_UP;
 	}
+	spin_unlock(&ds_perf_lock);
 	return err;
 }
 
+/* The last user leaves the resources set up for ds_hw_linger. */
 static void ds_hw_put(void)
 {
 	lockdep_assert_held(&ds_mutex);
 
-	/*
-	 * Count the last user until the teardown is over: ds_perf_reserve()
-	 * looks only at the count, and perf would otherwise map its buffers
-	 * into the CEA slots we are unmapping and load IA32_DS_AREA while we
-	 * clear it.
-	 */
-	if (ds_hw_users == 1)
-		ds_hw_teardown();
 	spin_lock(&ds_perf_lock);
-	ds_hw_users--;
+	if (!--ds_hw_users)
+		schedule_delayed_work(&ds_hw_linger_work, ds_hw_linger);
 	spin_unlock(&ds_perf_lock);
+}
+
+/*
+ * Claim the teardown of a lingering setup. Counted as DS_HW_TEARING_DOWN
+ * until it is over: perf would otherwise map its buffers into the CEA
+ * slots we are unmapping and load IA32_DS_AREA while we clear it.
+ */
+static bool ds_hw_claim_teardown(void)
+{
+	lockdep_assert_held(&ds_perf_lock);
+
+	if (ds_hw_users || ds_hw_state != DS_HW_UP)
+		return false;
+	ds_hw_state = DS_HW_TEARING_DOWN;
+	return true;
+}
+
+static void ds_hw_teardown_done(void)
+{
+	lockdep_assert_held(&ds_perf_lock);
+
+	ds_hw_state = DS_HW_DOWN;
+}
+
+/*
+ * End a lingering setup, if there still is one. Under ds_mutex, so that a
+ * request that comes meanwhile waits for the teardown rather than fails.
+ */
+static void ds_hw_end_linger(void)
+{
+	bool claimed;
+
+	mutex_lock(&ds_mutex);
+	spin_lock(&ds_perf_lock);
+	claimed = ds_hw_claim_teardown();
+	spin_unlock(&ds_perf_lock);
+	if (claimed) {
+		ds_hw_teardown();
+		spin_lock(&ds_perf_lock);
+		ds_hw_teardown_done();
+		spin_unlock(&ds_perf_lock);
+	}
+	mutex_unlock(&ds_mutex);
+}
+
+static void ds_hw_linger_fn(struct work_struct *work)
+{
+	ds_hw_end_linger();
 }
 
 /* --- CPU hotplug --- */
@@ -1330,6 +1413,7 @@ static int ds_cpu_online(unsigned int cpu)
 	local_irq_disable();
 	/* INIT dropped a PMI owed from before the CPU went offline. */
 	local_set(&this_cpu_ptr(&ds_cpus)->pmi_owed, 0);
+	smp_mb();	/* online, then look; pairs with ds_hw_teardown() */
 	if (READ_ONCE(ds_hw_active))
 		ds_cpu_arm(this_cpu_ptr(&ds_cpus));
 	local_irq_enable();
@@ -2151,15 +2235,30 @@ void ds_exit_thread(struct task_struct *task)
 
 int ds_perf_reserve(void)
 {
+	bool claimed = false;
 	int err = 0;
 
+	might_sleep();
+
 	spin_lock(&ds_perf_lock);
-	if (ds_hw_users)
-		err = -EBUSY;
-	else
+	if (ds_hw_state == DS_HW_DOWN)
 		ds_perf_held = true;
+	else if (!ds_hw_users)
+		claimed = ds_hw_claim_teardown();
+	if (!ds_perf_held && !claimed)
+		err = -EBUSY;
 	spin_unlock(&ds_perf_lock);
-	return err;
+	if (!claimed)
+		return err;
+
+	/* Set up, but only lingering: perf's need ends the linger. */
+	ds_hw_teardown();
+	spin_lock(&ds_perf_lock);
+	ds_hw_teardown_done();
+	ds_perf_held = true;
+	spin_unlock(&ds_perf_lock);
+	cancel_delayed_work(&ds_hw_linger_work);
+	return 0;
 }
 EXPORT_SYMBOL_GPL(ds_perf_reserve);
 

@@ -538,10 +538,13 @@ int ds_update(struct ds_tracer *tracer, const struct ds_config *cfg);
  * perf and the allocator's hardware tracers take turns on the Debug Store:
  * perf gets it only while there are no hardware tracers, and hardware
  * requests fail with -EBUSY while perf holds it. The holder drives the
- * hardware through the ds_perf_*() calls below.
+ * hardware through the ds_perf_*() calls below. The allocator keeps its
+ * hardware set up for a while after its last tracer is gone; a reservation
+ * then tears it down on the spot, with the CPU hotplug lock held or not.
  *
  * Context: process context, may sleep.
- * Return: 0, or -EBUSY while hardware tracers exist.
+ * Return: 0, or -EBUSY while hardware tracers exist or are being set up,
+ * and while the allocator's own teardown runs.
  */
 int ds_perf_reserve(void);
 

@@ -27,6 +27,10 @@
 #define DS_TEST_PEBS_FORMAT	DS_PEBS_FMT_ICL
 #define DS_TEST_EXIT_WAIT_MS	10
 #define DS_TEST_EXIT_TRIES	500
+/* Requests and releases of the linger test. */
+#define DS_TEST_LINGER_CYCLES	16
+/* Longer than any case: the cases end a linger when they mean to. */
+#define DS_TEST_LINGER		(3600 * HZ)
 
 /*
  * The BTS staging buffer, worked out by hand from the documentation
@@ -63,6 +67,8 @@ static atomic_t ds_sim_pmis;
 /* The simulated CPU holds its threshold PMI back (skid), for good. */
 static bool ds_sim_skid;
 static atomic_long_t ds_sim_mapped;
+/* Staging buffers mapped since the test began: each costs a TLB flush. */
+static atomic_t ds_sim_maps;
 /* perf tries to reserve whenever the allocator unmaps a slot. */
 static bool ds_sim_reserve_at_unmap;
 static int ds_sim_reserve_result;
@@ -106,6 +112,7 @@ static void ds_sim_restore_pmi(u32 lvtpc)
 static void ds_sim_map(void *cea, void *buf, size_t size)
 {
 	atomic_long_add(size >> PAGE_SHIFT, &ds_sim_mapped);
+	atomic_inc(&ds_sim_maps);
 }
 
 static void ds_sim_unmap(void *cea, size_t size)
@@ -312,10 +319,19 @@ static void ds_test_notify(struct ds_tracer *tracer, void *cookie)
 	dt->cookie = cookie;
 }
 
+/* Tear the hardware down now if it lingers, as DS_HW_LINGER later would. */
+static void ds_test_end_linger(void)
+{
+	cancel_delayed_work_sync(&ds_hw_linger_work);
+	ds_hw_end_linger();
+}
+
 static void ds_test_install(struct ds_hw_caps caps)
 {
 	int cpu;
 
+	/* The staging buffers' sizes follow the capabilities. */
+	ds_test_end_linger();
 	mutex_lock(&ds_mutex);
 	atomic_set(&ds_sim_pmis, 0);
 	ds_sim_caps = caps;
@@ -340,6 +356,8 @@ static int ds_test_init(struct kunit *test)
 	dt = kunit_kzalloc(test, sizeof(*dt), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, dt);
 
+	/* A client gone a moment ago left the real hardware lingering. */
+	ds_test_end_linger();
 	/*
 	 * The simulated CPU replaces the hardware for everyone, so it may not
 	 * while another client drives the Debug Store. perf holds it from its
@@ -364,6 +382,8 @@ static int ds_test_init(struct kunit *test)
 
 	test->priv = dt;
 	dt->user_locked = atomic_long_read(&current_user()->locked_vm);
+	atomic_set(&ds_sim_maps, 0);
+	ds_hw_linger = DS_TEST_LINGER;
 	ds_test_install(ds_test_full_caps);
 	return 0;
 }
@@ -410,6 +430,8 @@ static void ds_test_exit(struct kunit *test)
 		ds_perf_release();
 	if (READ_ONCE(ds_emulated))
 		ds_unregister_backend(ds_emulated);
+	ds_test_end_linger();
+	ds_hw_linger = DS_HW_LINGER;
 
 	ds_test_expect_idle(test, dt);
 
@@ -555,8 +577,50 @@ static void ds_test_perf_refused(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, ds_perf_holds());
 	ds_test_release(test, tracer);
 
+	/* The hardware lingers; perf's reservation tears it down at once. */
+	KUNIT_EXPECT_TRUE(test, ds_hw_active);
 	KUNIT_EXPECT_EQ(test, ds_perf_reserve(), 0);
 	dt->perf_held = true;
+	KUNIT_EXPECT_FALSE(test, ds_hw_active);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), 0);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, 0), 0);
+	KUNIT_EXPECT_EQ(test, ds_hw_state, DS_HW_DOWN);
+}
+
+/*
+ * A loop of requests and releases, which any user may run, sets the
+ * hardware up once: every CPU armed, every staging buffer mapped (a TLB
+ * flush on every CPU). It is torn down ds_hw_linger after the last release.
+ */
+static void ds_test_release_lingers(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer;
+	int i, maps = 0;
+
+	for (i = 0; i < DS_TEST_LINGER_CYCLES; i++) {
+		tracer = ds_test_task(test, &cfg);
+		KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+		if (!i)
+			maps = atomic_read(&ds_sim_maps);
+		ds_test_release(test, tracer);
+		KUNIT_EXPECT_TRUE(test, ds_hw_active);
+	}
+	KUNIT_EXPECT_GT(test, maps, 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_maps), maps);
+
+	/* The linger's end, run now instead of DS_HW_LINGER later. */
+	flush_delayed_work(&ds_hw_linger_work);
+	KUNIT_EXPECT_FALSE(test, ds_hw_active);
+	KUNIT_EXPECT_EQ(test, ds_hw_state, DS_HW_DOWN);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), 0);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, 0), 0);
+
+	/* And a request after it sets up again. */
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_maps), 2 * maps);
+	KUNIT_EXPECT_TRUE(test, ds_hw_active);
 }
 
 /*
@@ -571,9 +635,10 @@ static void ds_test_perf_during_teardown(struct kunit *test)
 
 	tracer = ds_test_task(test, &cfg);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	ds_test_release(test, tracer);
 	ds_sim_reserve_result = 1;
 	ds_sim_reserve_at_unmap = true;
-	ds_test_release(test, tracer);
+	ds_test_end_linger();
 	ds_sim_reserve_at_unmap = false;
 	KUNIT_EXPECT_EQ(test, ds_sim_reserve_result, -EBUSY);
 
@@ -781,6 +846,7 @@ static void ds_test_perf_restore(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu),
 			(unsigned long)area);
 	ds_test_release(test, tracer);
+	ds_test_end_linger();
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
 
 	/* perf's: loaded and cleared as perf says. */
@@ -2207,6 +2273,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_perf_holds),
 	KUNIT_CASE(ds_test_perf_refused),
 	KUNIT_CASE(ds_test_perf_during_teardown),
+	KUNIT_CASE(ds_test_release_lingers),
 	KUNIT_CASE(ds_test_perf_after_cpu_tracer),
 	KUNIT_CASE(ds_test_perf_install),
 	KUNIT_CASE(ds_test_perf_bts_bits),
