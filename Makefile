@@ -27,8 +27,9 @@ NODS_OBJ := $(BUILD)/obj-nods
 NODS_BZIMAGE := $(NODS_OBJ)/arch/x86/boot/bzImage
 NOEMU_OBJ := $(BUILD)/obj-noemu
 NOEMU_BZIMAGE := $(NOEMU_OBJ)/arch/x86/boot/bzImage
-# The hostile-use kernel: the test config with KASAN and fault injection
-# (vm/stress.config), booted on stock QEMU and on the BTS model.
+# The hostile-use kernel: the test config with KASAN, fault injection and
+# the memory cgroup (vm/stress.config), booted on stock QEMU and on the BTS
+# model.
 STRESS_OBJ := $(BUILD)/obj-stress
 STRESS_BZIMAGE := $(STRESS_OBJ)/arch/x86/boot/bzImage
 OUTGOING:= $(BUILD)/outgoing
@@ -224,8 +225,9 @@ RUNS := tcg bts pmu bts-alt pmu-alt i386 nods noemu busy stress stress-bts model
 #   noemu  without the emulated backend on stock QEMU: EOPNOTSUPP
 #   busy   the same kernel on the model with PMU, perf holding BTS: EBUSY
 #   stress, stress-bts
-#          the hostile-use kernel (KASAN, fault injection) on stock QEMU and
-#          on the model: ptrace_bts_hostile and the x86_ds_stress KUnit suite
+#          the hostile-use kernel (KASAN, fault injection, memcg) on stock
+#          QEMU and on the model: ptrace_bts_hostile and the x86_ds_stress
+#          KUnit suite
 #   model  the model's own test
 test: kernel i386-kernel nods-kernel noemu-kernel stress-kernel initramfs initramfs-i386 qemu
 	@echo "base: $(shell cat $(BUILD)/base-version 2>/dev/null)"

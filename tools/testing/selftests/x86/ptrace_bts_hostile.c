@@ -19,7 +19,10 @@
  * the request. Before and after, one tracer of the uid can have exactly
  * RLIMIT_MEMLOCK of trace buffer and not a page more, and a second tracer
  * of the uid none meanwhile: the budget is the user's and all of it comes
- * back. Last, kmemleak must not suspect anything the series allocated.
+ * back. Then, as root and without a locked-memory limit, tracers in a
+ * memory cgroup with memory.max set: the cgroup, not the user, must pay
+ * for their buffers, and refuse the one that does not fit with ENOMEM, no
+ * OOM kill. Last, kmemleak must not suspect anything the series allocated.
  *
  * A long run or a rerun: ptrace_bts_hostile --seed S --ops N
  */
@@ -38,8 +41,10 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <linux/ptrace.h>
 
@@ -1285,6 +1290,476 @@ static void ho_budget_check(struct __test_metadata *_metadata)
 	}
 }
 
+/* ---- the memory cgroup ---- */
+
+/*
+ * RLIMIT_MEMLOCK is per user: without the memory cgroup's charge, tracers
+ * in a container could pin memory its memory.max never sees. Tracers in a
+ * cgroup with room for HO_MEMCG_GRANTED buffers, their tracees in a
+ * sibling; the oracle is the cgroups' own counters, not VmPin.
+ */
+#define HO_MEMCG_TRACERS	5
+#define HO_MEMCG_GRANTED	3
+/* The largest buffer the ABI allows, whole pages of it. */
+#define HO_MEMCG_BUF		(4L << 20)
+/*
+ * The tolerance of each comparison of memory.current: it also counts the
+ * charges each CPU keeps in stock, up to MEMCG_CHARGE_BATCH (64) pages per
+ * CPU, and the pipe pages and page tables the processes touch while they
+ * talk. A buffer missing or left over must stand out: the test needs a
+ * buffer to be more than twice that.
+ */
+#define HO_MEMCG_STOCK		(64 * (long)HO_PAGE)
+#define HO_MEMCG_SLACK		(64 * (long)HO_PAGE)
+#define HO_MEMCG_PATH		256
+/* Why ho_memcg_setup() could not: the test skips. */
+#define HO_MEMCG_NO_CGROUP2	1
+#define HO_MEMCG_NO_MEMCG	2
+
+/* What the supervisor asks a tracer, which answers 0 or an errno. */
+enum ho_memcg_cmd {
+	HO_MEMCG_ALLOC	= 'a',	/* a buffer of HO_MEMCG_BUF */
+	HO_MEMCG_FREE	= 'f',	/* no buffer */
+	HO_MEMCG_CHECK	= 'c',	/* the tracee is still there, stopped */
+};
+
+struct ho_memcg {
+	char	mnt[HO_MEMCG_PATH];		/* the cgroup2 mount */
+	bool	mounted;			/* by us, on a temporary dir */
+	bool	enabled;			/* +memory at the root by us */
+	char	top[HO_MEMCG_PATH + 32];	/* ours, below the root */
+	char	tracers[HO_MEMCG_PATH + 48];	/* below top, memory.max */
+	char	tracees[HO_MEMCG_PATH + 48];	/* below top, no limit */
+	long	tol;				/* bytes */
+	pid_t	pid[HO_MEMCG_TRACERS];
+	int	cmd[HO_MEMCG_TRACERS];		/* write ends */
+	int	ans[HO_MEMCG_TRACERS];		/* read ends */
+};
+
+/* @key's value in @file of cgroup @dir, or its only number; -1 unread. */
+static long ho_memcg_read(const char *dir, const char *file, const char *key)
+{
+	char path[2 * HO_MEMCG_PATH], name[64];
+	long val = -1, v;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (!key) {
+		if (fscanf(f, "%ld", &v) == 1)
+			val = v;
+	} else {
+		while (fscanf(f, "%63s %ld", name, &v) == 2) {
+			if (!strcmp(name, key)) {
+				val = v;
+				break;
+			}
+		}
+	}
+	fclose(f);
+	return val;
+}
+
+static long ho_memcg_current(const char *dir)
+{
+	return ho_memcg_read(dir, "memory.current", NULL);
+}
+
+static int ho_memcg_write(const char *dir, const char *file, const char *val)
+{
+	char path[2 * HO_MEMCG_PATH];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	return ho_write(path, val);
+}
+
+/* Does @file of cgroup @dir list the controller @word? */
+static bool ho_memcg_lists(const char *dir, const char *file, const char *word)
+{
+	char path[2 * HO_MEMCG_PATH], tok[64];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	while (!found && fscanf(f, "%63s", tok) == 1)
+		found = !strcmp(tok, word);
+	fclose(f);
+	return found;
+}
+
+/* Where cgroup2 is mounted already, if it is. */
+static bool ho_memcg_find(char *mnt, size_t len)
+{
+	char dir[HO_MEMCG_PATH], type[64];
+	bool found = false;
+	FILE *f;
+
+	f = fopen("/proc/self/mounts", "r");
+	if (!f)
+		return false;
+	while (!found &&
+	       fscanf(f, "%*s %255s %63s %*[^\n]", dir, type) == 2)
+		found = !strcmp(type, "cgroup2");
+	fclose(f);
+	if (found)
+		snprintf(mnt, len, "%s", dir);
+	return found;
+}
+
+static void ho_memcg_init(struct ho_memcg *mc)
+{
+	int i;
+
+	memset(mc, 0, sizeof(*mc));
+	for (i = 0; i < HO_MEMCG_TRACERS; i++) {
+		mc->cmd[i] = -1;
+		mc->ans[i] = -1;
+	}
+	mc->tol = sysconf(_SC_NPROCESSORS_CONF) * HO_MEMCG_STOCK +
+		  HO_MEMCG_SLACK;
+}
+
+static int ho_memcg_mount(struct ho_memcg *mc)
+{
+	int err;
+
+	if (ho_memcg_find(mc->mnt, sizeof(mc->mnt)))
+		return 0;
+	snprintf(mc->mnt, sizeof(mc->mnt), "/tmp/ptrace_bts_memcg.XXXXXX");
+	if (!mkdtemp(mc->mnt)) {
+		mc->mnt[0] = 0;
+		return -1;
+	}
+	if (mount("cgroup2", mc->mnt, "cgroup2", 0, NULL)) {
+		err = errno;
+		rmdir(mc->mnt);
+		mc->mnt[0] = 0;
+		errno = err;
+		return err == ENODEV ? HO_MEMCG_NO_CGROUP2 : -1;
+	}
+	mc->mounted = true;
+	return 0;
+}
+
+/* 0, HO_MEMCG_NO_* when the kernel cannot, -1 on an error (errno). */
+static int ho_memcg_setup(struct ho_memcg *mc)
+{
+	int err = ho_memcg_mount(mc);
+
+	if (err)
+		return err;
+	if (!ho_memcg_lists(mc->mnt, "cgroup.controllers", "memory"))
+		return HO_MEMCG_NO_MEMCG;
+	if (!ho_memcg_lists(mc->mnt, "cgroup.subtree_control", "memory")) {
+		if (ho_memcg_write(mc->mnt, "cgroup.subtree_control", "+memory"))
+			return -1;
+		mc->enabled = true;
+	}
+	snprintf(mc->top, sizeof(mc->top), "%s/ptrace_bts_memcg.%d", mc->mnt,
+		 getpid());
+	if (mkdir(mc->top, 0755)) {
+		mc->top[0] = 0;
+		return -1;
+	}
+	/* Both children get memory.* files: no process lives in top. */
+	if (ho_memcg_write(mc->top, "cgroup.subtree_control", "+memory"))
+		return -1;
+	snprintf(mc->tracers, sizeof(mc->tracers), "%s/tracers", mc->top);
+	if (mkdir(mc->tracers, 0755)) {
+		mc->tracers[0] = 0;
+		return -1;
+	}
+	snprintf(mc->tracees, sizeof(mc->tracees), "%s/tracees", mc->top);
+	if (mkdir(mc->tracees, 0755)) {
+		mc->tracees[0] = 0;
+		return -1;
+	}
+	return 0;
+}
+
+/* After ho_memcg_stop(): the cgroups are empty. */
+static void ho_memcg_cleanup(struct ho_memcg *mc)
+{
+	if (mc->tracees[0])
+		rmdir(mc->tracees);
+	if (mc->tracers[0])
+		rmdir(mc->tracers);
+	if (mc->top[0])
+		rmdir(mc->top);
+	if (mc->enabled)
+		ho_memcg_write(mc->mnt, "cgroup.subtree_control", "-memory");
+	if (mc->mounted) {
+		umount2(mc->mnt, MNT_DETACH);
+		rmdir(mc->mnt);
+	}
+}
+
+/* Move the calling process into cgroup @dir. */
+static int ho_memcg_join(const char *dir)
+{
+	return ho_memcg_write(dir, "cgroup.procs", "0");
+}
+
+/* In the tracer: a tracee of its own in the sibling cgroup, stopped. */
+static pid_t ho_memcg_tracee(const struct ho_memcg *mc)
+{
+	int p[2], status;
+	char ok = 0;
+	pid_t pid;
+
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		ok = !ho_memcg_join(mc->tracees);
+		if (write(p[1], &ok, 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	/* Ready once in its cgroup: the baseline has everyone where they stay. */
+	if (pid > 0 && (read(p[0], &ok, 1) != 1 || !ok ||
+			sys_ptrace(PTRACE_SEIZE, pid, NULL, PTRACE_O_EXITKILL) ||
+			sys_ptrace(PTRACE_INTERRUPT, pid, NULL, 0) ||
+			waitpid(pid, &status, __WALL) != pid ||
+			!WIFSTOPPED(status))) {
+		/* Nothing else would end it: the reaper waits for everyone. */
+		kill(pid, SIGKILL);
+		pid = -1;
+	}
+	close(p[0]);
+	return pid;
+}
+
+/*
+ * A tracer in the limited cgroup, root with no RLIMIT_MEMLOCK: only the
+ * cgroup can refuse it. It answers the supervisor until its pipe closes.
+ */
+static void ho_memcg_tracer(const struct ho_memcg *mc, int cmd, int ans)
+{
+	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
+	int err = 0, status;
+	pid_t pid = -1;
+	char c;
+
+	if (ho_memcg_join(mc->tracers))
+		err = 1;
+	else if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		err = 2;
+	else
+		pid = ho_memcg_tracee(mc);
+	if (!err && pid < 0)
+		err = 3;
+	if (write(ans, &err, sizeof(err)) != sizeof(err) || err)
+		_exit(err);
+	while (read(cmd, &c, 1) == 1) {
+		switch (c) {
+		case HO_MEMCG_ALLOC:
+			err = -ho_alloc(pid, HO_MEMCG_BUF);
+			break;
+		case HO_MEMCG_FREE:
+			err = -ho_alloc(pid, 0);
+			break;
+		default:
+			err = waitpid(pid, &status, WNOHANG | __WALL) ? ESRCH : 0;
+			break;
+		}
+		if (write(ans, &err, sizeof(err)) != sizeof(err))
+			break;
+	}
+	_exit(0);
+}
+
+/* The tracer's answer: 0 or an errno (its step, once started); -1 if gone. */
+static int ho_memcg_answer(struct ho_memcg *mc, int i)
+{
+	int err;
+
+	if (read(mc->ans[i], &err, sizeof(err)) != sizeof(err))
+		return -1;
+	return err;
+}
+
+static int ho_memcg_ask(struct ho_memcg *mc, int i, char cmd)
+{
+	if (write(mc->cmd[i], &cmd, 1) != 1)
+		return -1;
+	return ho_memcg_answer(mc, i);
+}
+
+static int ho_memcg_start(struct ho_memcg *mc, int i)
+{
+	int cmd[2], ans[2], j;
+
+	if (pipe(cmd))
+		return -1;
+	if (pipe(ans)) {
+		close(cmd[0]);
+		close(cmd[1]);
+		return -1;
+	}
+	mc->pid[i] = fork();
+	if (mc->pid[i] == 0) {
+		/* A tracer sees EOF only when no other one holds its pipe. */
+		for (j = 0; j < i; j++) {
+			close(mc->cmd[j]);
+			close(mc->ans[j]);
+		}
+		close(cmd[1]);
+		close(ans[0]);
+		ho_memcg_tracer(mc, cmd[0], ans[1]);
+	}
+	close(cmd[0]);
+	close(ans[1]);
+	mc->cmd[i] = cmd[1];
+	mc->ans[i] = ans[0];
+	return mc->pid[i] < 0 ? -1 : ho_memcg_answer(mc, i);
+}
+
+/* Close the pipes, so every tracer exits, and reap whoever is left. */
+static void ho_memcg_stop(struct ho_memcg *mc)
+{
+	int i;
+
+	for (i = 0; i < HO_MEMCG_TRACERS; i++) {
+		if (mc->cmd[i] >= 0)
+			close(mc->cmd[i]);
+		if (mc->ans[i] >= 0)
+			close(mc->ans[i]);
+		mc->cmd[i] = -1;
+		mc->ans[i] = -1;
+	}
+	while (waitpid(-1, NULL, __WALL) > 0)
+		;
+}
+
+/* memory.current of @dir once at most @bytes, or after the refund wait. */
+static long ho_memcg_settle(const char *dir, long bytes)
+{
+	long deadline = ho_now_ms() + HO_REFUND_WAIT_MS, cur;
+
+	while ((cur = ho_memcg_current(dir)) > bytes && ho_now_ms() < deadline)
+		usleep(100000);
+	return cur;
+}
+
+/* Tracer @i asks for a buffer: its answer, and what its cgroup counted. */
+static int ho_memcg_charge(struct ho_memcg *mc, int i, long *charged,
+			   long *vmalloc)
+{
+	long cur = ho_memcg_current(mc->tracers);
+	long vm = ho_memcg_read(mc->tracers, "memory.stat", "vmalloc");
+	int err = ho_memcg_ask(mc, i, HO_MEMCG_ALLOC);
+
+	*charged = ho_memcg_current(mc->tracers) - cur;
+	*vmalloc = ho_memcg_read(mc->tracers, "memory.stat", "vmalloc") - vm;
+	ksft_print_msg("memcg: tracer %d: %s, memory.current %+ld KiB, vmalloc %+ld KiB\n",
+		       i, err ? strerror(err) : "granted", *charged >> 10,
+		       *vmalloc >> 10);
+	return err;
+}
+
+/*
+ * Each of the first HO_MEMCG_GRANTED tracers is charged one buffer; the
+ * others, the cgroup full, get ENOMEM and are charged nothing. The
+ * cgroup's limit refused them, its OOM killer was never considered, and
+ * the tracees' cgroup paid for nothing.
+ */
+static void ho_memcg_fill(struct __test_metadata *_metadata,
+			  struct ho_memcg *mc)
+{
+	long peer = ho_memcg_current(mc->tracees);
+	long charged, vm, max, oom, kills;
+	int i, err;
+
+	for (i = 0; i < HO_MEMCG_TRACERS; i++) {
+		err = ho_memcg_charge(mc, i, &charged, &vm);
+		if (i < HO_MEMCG_GRANTED) {
+			EXPECT_EQ(0, err);
+			EXPECT_GE(mc->tol, labs(charged - HO_MEMCG_BUF)) {
+				TH_LOG("tracer %d's cgroup was charged %ld bytes for %ld",
+				       i, charged, HO_MEMCG_BUF);
+			}
+			EXPECT_GE(mc->tol, labs(vm - HO_MEMCG_BUF));
+		} else {
+			EXPECT_EQ(ENOMEM, err);
+			EXPECT_GE(mc->tol, labs(charged)) {
+				TH_LOG("a refused tracer's cgroup kept %ld bytes",
+				       charged);
+			}
+			EXPECT_GE(mc->tol, labs(vm));
+		}
+	}
+	peer = ho_memcg_current(mc->tracees) - peer;
+	max = ho_memcg_read(mc->tracers, "memory.events", "max");
+	oom = ho_memcg_read(mc->tracers, "memory.events", "oom");
+	kills = ho_memcg_read(mc->tracers, "memory.events", "oom_kill");
+	ksft_print_msg("memcg: the tracees' cgroup %+ld KiB; max %ld, oom %ld, oom_kill %ld\n",
+		       peer >> 10, max, oom, kills);
+	EXPECT_GE(mc->tol, labs(peer)) {
+		TH_LOG("the tracees' cgroup was charged for the buffers");
+	}
+	EXPECT_LT(0, max);
+	EXPECT_EQ(0, oom);
+	EXPECT_EQ(0, kills);
+}
+
+/* A buffer given back is uncharged, and the room goes to a refused one. */
+static void ho_memcg_refund(struct __test_metadata *_metadata,
+			    struct ho_memcg *mc, long base)
+{
+	long held = base + (HO_MEMCG_GRANTED - 1) * HO_MEMCG_BUF;
+	long cur, charged, vm;
+
+	EXPECT_EQ(0, ho_memcg_ask(mc, 0, HO_MEMCG_FREE));
+	/* vfree()d after an RCU grace period, from a workqueue. */
+	cur = ho_memcg_settle(mc->tracers, held + mc->tol);
+	ksft_print_msg("memcg: tracer 0 freed its buffer: %+ld KiB over the baseline\n",
+		       (cur - base) >> 10);
+	EXPECT_GE(mc->tol, labs(cur - held));
+	EXPECT_EQ(0, ho_memcg_charge(mc, HO_MEMCG_GRANTED, &charged, &vm));
+	EXPECT_GE(mc->tol, labs(charged - HO_MEMCG_BUF));
+}
+
+/*
+ * Every tracer and tracee lived to the end; once they exit, holding
+ * buffers or not, the cgroup is back below its baseline.
+ */
+static void ho_memcg_end(struct __test_metadata *_metadata,
+			 struct ho_memcg *mc, long base)
+{
+	int i, status;
+	long cur;
+
+	for (i = 0; i < HO_MEMCG_TRACERS; i++) {
+		EXPECT_EQ(0, ho_memcg_ask(mc, i, HO_MEMCG_CHECK)) {
+			TH_LOG("tracer %d's tracee is gone", i);
+		}
+	}
+	for (i = 0; i < HO_MEMCG_TRACERS; i++) {
+		close(mc->cmd[i]);
+		mc->cmd[i] = -1;
+		EXPECT_EQ(mc->pid[i], waitpid(mc->pid[i], &status, 0));
+		EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status)) {
+			TH_LOG("tracer %d: status %#x", i, status);
+		}
+	}
+	ho_memcg_stop(mc);
+	cur = ho_memcg_settle(mc->tracers, base + mc->tol);
+	ksft_print_msg("memcg: all exited: memory.current %ld KiB, baseline %ld KiB\n",
+		       cur >> 10, base >> 10);
+	EXPECT_GE(base + mc->tol, cur);
+	EXPECT_EQ(0, ho_memcg_read(mc->tracers, "memory.events", "oom_kill"));
+	EXPECT_EQ(0, ho_memcg_read(mc->tracees, "memory.events", "oom_kill"));
+}
+
 /* ---- kmemleak ---- */
 
 /* Suspects naming the series' functions; the others are listed. */
@@ -1371,6 +1846,57 @@ TEST_F_TIMEOUT(hostile, fuzz, 280)
 TEST_F(hostile, budget_after)
 {
 	ho_budget_check(_metadata);
+}
+
+/*
+ * Issue 14, finding 7: forked tracers in a memory cgroup with memory.max
+ * set. The cgroup pays for their buffers, a full one refuses a buffer
+ * with ENOMEM instead of OOM-killing, and neither leaks a charge.
+ */
+TEST_F_TIMEOUT(hostile, memcg, 120)
+{
+	char max[32] = "";
+	struct ho_memcg mc;
+	int i, err;
+	long base;
+
+	ho_memcg_init(&mc);
+	if (2 * mc.tol >= HO_MEMCG_BUF)
+		SKIP(return, "too many CPUs: their charge stocks hide a buffer");
+	err = ho_memcg_setup(&mc);
+	if (err > 0) {
+		ho_memcg_cleanup(&mc);
+		SKIP(return, "%s: the runs 'stress' and 'stress-bts' have it",
+		     err == HO_MEMCG_NO_CGROUP2 ? "no cgroup2 (CONFIG_CGROUPS)" :
+						  "no memory controller (CONFIG_MEMCG)");
+	}
+	ASSERT_EQ(0, err) {
+		TH_LOG("setting up the cgroups: %m");
+		ho_memcg_cleanup(&mc);
+	}
+	/* The tracees of tracers that exit are reaped here. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	signal(SIGPIPE, SIG_IGN);
+	for (i = 0; i < HO_MEMCG_TRACERS && !err; i++)
+		err = ho_memcg_start(&mc, i);
+	base = ho_memcg_current(mc.tracers);
+	if (!err) {
+		snprintf(max, sizeof(max), "%ld", base + HO_MEMCG_BUF / 2 +
+			 HO_MEMCG_GRANTED * HO_MEMCG_BUF);
+		err = ho_memcg_write(mc.tracers, "memory.max", max);
+	}
+	EXPECT_EQ(0, err) {
+		TH_LOG("tracer %d: step %d, memory.max %s: %m", i - 1, err, max);
+	}
+	if (!err) {
+		ksft_print_msg("memcg: baseline %ld KiB, memory.max %ld KiB, tolerance %ld KiB\n",
+			       base >> 10, atol(max) >> 10, mc.tol >> 10);
+		ho_memcg_fill(_metadata, &mc);
+		ho_memcg_refund(_metadata, &mc, base);
+		ho_memcg_end(_metadata, &mc, base);
+	}
+	ho_memcg_stop(&mc);
+	ho_memcg_cleanup(&mc);
 }
 
 /* Nothing the series allocated is leaked. */
