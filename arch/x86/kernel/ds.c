@@ -1354,7 +1354,8 @@ static void ds_hw_put(void)
 
 	spin_lock(&ds_perf_lock);
 	if (!--ds_hw_users)
-		schedule_delayed_work(&ds_hw_linger_work, ds_hw_linger);
+		/* From the last release: a loop keeps it up for good. */
+		mod_delayed_work(system_wq, &ds_hw_linger_work, ds_hw_linger);
 	spin_unlock(&ds_perf_lock);
 }
 
@@ -1389,6 +1390,12 @@ static void ds_hw_end_linger(void)
 	bool claimed;
 
 	mutex_lock(&ds_mutex);
+	/*
+	 * Only perf's path must do without the hotplug lock. Held here, a
+	 * suspend cannot run the syscore ops between the cleared flag and
+	 * the disarm IPIs and leave the boot CPU's LVTPC in NMI mode.
+	 */
+	cpus_read_lock();
 	spin_lock(&ds_perf_lock);
 	claimed = ds_hw_claim_teardown();
 	spin_unlock(&ds_perf_lock);
@@ -1398,6 +1405,7 @@ static void ds_hw_end_linger(void)
 		ds_hw_teardown_done();
 		spin_unlock(&ds_perf_lock);
 	}
+	cpus_read_unlock();
 	mutex_unlock(&ds_mutex);
 }
 
