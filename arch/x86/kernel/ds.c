@@ -77,6 +77,7 @@
 #include <linux/moduleparam.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
+#include <linux/rcupdate.h>
 #include <linux/sched.h>
 #include <linux/sched/coredump.h>
 #include <linux/sched/mm.h>
@@ -179,7 +180,7 @@ static const u8 ds_pebs_record_words[DS_PEBS_NR_FORMATS] = {
 
 /* The task side: the tracers of one thread, thread_struct::ds_ctx. */
 struct ds_context {
-	struct ds_tracer	*tracer[DS_NR_KINDS];
+	struct ds_tracer __rcu	*tracer[DS_NR_KINDS];
 	struct rcu_head		rcu;
 };
 
@@ -243,7 +244,7 @@ struct ds_cpu {
 	unsigned long		stage_hw[DS_NR_KINDS];
 	size_t			stage_cap[DS_NR_KINDS];
 	/* The per-CPU tracers of this CPU, published under ds_mutex. */
-	struct ds_tracer	*cpu_tracer[DS_NR_KINDS];
+	struct ds_tracer __rcu	*cpu_tracer[DS_NR_KINDS];
 	/* The tracers the staging records belong to. */
 	struct ds_tracer	*loaded[DS_NR_KINDS];
 	/* Our DEBUGCTL bits as last written. */
@@ -274,6 +275,9 @@ static DEFINE_PER_CPU(struct ds_cpu, ds_cpus);
 
 /* Serialises requests, releases, state changes and backend registration. */
 static DEFINE_MUTEX(ds_mutex);
+/* The published tracer pointers as their writers, under ds_mutex, see them. */
+#define ds_dereference(p) \
+	rcu_dereference_protected(p, lockdep_is_held(&ds_mutex))
 /*
  * Hardware tracers (attached), the state of the shared hardware resources
  * and perf's hold; all three under ds_perf_lock, users under ds_mutex too.
@@ -949,24 +953,31 @@ static u64 ds_bts_bits(const struct ds_tracer *tracer)
 	return bits;
 }
 
+/*
+ * The lock-free readers of the published tracers (the switch, the IPIs,
+ * the emulated backend) run with interrupts disabled. Since the RCU
+ * flavours were consolidated, that is an RCU-sched read-side critical
+ * section: rcu_dereference_sched() accepts it, and the kfree_rcu() and
+ * call_rcu() in ds_detach() and ds_tracer_free() wait for it to end.
+ */
 static struct ds_context *ds_task_ctx(struct task_struct *task)
 {
 	if (!task || !test_tsk_thread_flag(task, TIF_DS_TRACE))
 		return NULL;
-	return READ_ONCE(task->thread.ds_ctx);
+	return rcu_dereference_sched(task->thread.ds_ctx);
 }
 
 /* The tracer that should own this CPU's staging buffer while @task runs. */
 static struct ds_tracer *ds_wanted(struct ds_cpu *dc, enum ds_kind kind,
 				   struct task_struct *task)
 {
-	struct ds_tracer *tracer = READ_ONCE(dc->cpu_tracer[kind]);
+	struct ds_tracer *tracer = rcu_dereference_sched(dc->cpu_tracer[kind]);
 	struct ds_context *ctx;
 
 	if (tracer)
 		return tracer;
 	ctx = ds_task_ctx(task);
-	tracer = ctx ? READ_ONCE(ctx->tracer[kind]) : NULL;
+	tracer = ctx ? rcu_dereference_sched(ctx->tracer[kind]) : NULL;
 	return tracer && tracer->backend == &ds_hw_backend ? tracer : NULL;
 }
 
@@ -1591,20 +1602,21 @@ static void ds_unpublish(struct ds_tracer *tracer, struct ds_context **freep)
 {
 	struct task_struct *task = tracer->task;
 	struct ds_context *ctx;
+	struct ds_cpu *dc;
 	enum ds_kind kind;
 
 	*freep = NULL;
 	if (!task) {
-		WRITE_ONCE(per_cpu(ds_cpus, tracer->cpu).cpu_tracer[tracer->kind],
-			   NULL);
+		dc = per_cpu_ptr(&ds_cpus, tracer->cpu);
+		RCU_INIT_POINTER(dc->cpu_tracer[tracer->kind], NULL);
 		return;
 	}
-	ctx = task->thread.ds_ctx;
-	WRITE_ONCE(ctx->tracer[tracer->kind], NULL);
+	ctx = ds_dereference(task->thread.ds_ctx);
+	RCU_INIT_POINTER(ctx->tracer[tracer->kind], NULL);
 	for (kind = 0; kind < DS_NR_KINDS; kind++)
-		if (ctx->tracer[kind])
+		if (ds_dereference(ctx->tracer[kind]))
 			return;
-	WRITE_ONCE(task->thread.ds_ctx, NULL);
+	RCU_INIT_POINTER(task->thread.ds_ctx, NULL);
 	*freep = ctx;
 }
 
@@ -1655,14 +1667,14 @@ static int ds_attach_cpu(struct ds_tracer *tracer, int cpu)
 	if (!cpu_online(cpu))
 		return -ENODEV;
 	dc = per_cpu_ptr(&ds_cpus, cpu);
-	if (dc->cpu_tracer[tracer->kind])
+	if (ds_dereference(dc->cpu_tracer[tracer->kind]))
 		return -EBUSY;
 	tracer->cpu = cpu;
 	err = ds_backend_start(tracer);
 	if (err)
 		return err;
 	WRITE_ONCE(tracer->attached, true);
-	WRITE_ONCE(dc->cpu_tracer[tracer->kind], tracer);
+	rcu_assign_pointer(dc->cpu_tracer[tracer->kind], tracer);
 	/* The CPU is held online: it loads the tracer now. */
 	ds_sync_cpu(cpu);
 	return 0;
@@ -1671,9 +1683,9 @@ static int ds_attach_cpu(struct ds_tracer *tracer, int cpu)
 static struct ds_context *ds_task_slot(struct task_struct *task,
 				       enum ds_kind kind)
 {
-	struct ds_context *ctx = task->thread.ds_ctx;
+	struct ds_context *ctx = ds_dereference(task->thread.ds_ctx);
 
-	if (ctx && ctx->tracer[kind])
+	if (ctx && ds_dereference(ctx->tracer[kind]))
 		return ERR_PTR(-EBUSY);
 	return ctx ?: kzalloc(sizeof(*ctx), GFP_KERNEL) ?: ERR_PTR(-ENOMEM);
 }
@@ -1698,8 +1710,8 @@ static int ds_attach_task(struct ds_tracer *tracer, struct task_struct *task)
 		goto put_task;
 
 	WRITE_ONCE(tracer->attached, true);
-	WRITE_ONCE(ctx->tracer[tracer->kind], tracer);
-	WRITE_ONCE(task->thread.ds_ctx, ctx);
+	rcu_assign_pointer(ctx->tracer[tracer->kind], tracer);
+	rcu_assign_pointer(task->thread.ds_ctx, ctx);
 	set_tsk_thread_flag(task, TIF_DS_TRACE);
 	/*
 	 * Pairs with the barrier in ds_exit_thread(): either the exiting task
@@ -1717,7 +1729,7 @@ static int ds_attach_task(struct ds_tracer *tracer, struct task_struct *task)
 put_task:
 	tracer->task = NULL;
 	put_task_struct(task);
-	if (ctx != task->thread.ds_ctx)
+	if (ctx != ds_dereference(task->thread.ds_ctx))
 		kfree(ctx);
 	return err;
 }
@@ -2169,7 +2181,7 @@ static void ds_stamp(struct task_struct *task, enum ds_bts_qualifier qual)
 
 	lockdep_assert_irqs_disabled();
 
-	tracer = ctx ? READ_ONCE(ctx->tracer[DS_BTS]) : NULL;
+	tracer = ctx ? rcu_dereference_sched(ctx->tracer[DS_BTS]) : NULL;
 	if (!tracer || !(READ_ONCE(tracer->flags) & DS_TIMESTAMPS))
 		return;
 	rec.from = DS_BTS_EVENT_MARKER | qual;
@@ -2199,7 +2211,7 @@ void ds_exec_thread(void)
 {
 	struct task_struct *task = current;
 
-	if (!READ_ONCE(task->thread.ds_ctx) ||
+	if (!rcu_access_pointer(task->thread.ds_ctx) ||
 	    get_dumpable(task->mm) == SUID_DUMP_USER)
 		return;
 	ds_exit_thread(task);
@@ -2207,7 +2219,7 @@ void ds_exec_thread(void)
 
 void ds_fork_thread(struct task_struct *child)
 {
-	child->thread.ds_ctx = NULL;
+	RCU_INIT_POINTER(child->thread.ds_ctx, NULL);
 	clear_tsk_thread_flag(child, TIF_DS_TRACE);
 }
 
@@ -2219,15 +2231,15 @@ void ds_exit_thread(struct task_struct *task)
 
 	/* Pairs with the barrier in ds_attach_task(); see there. */
 	smp_mb();
-	if (!READ_ONCE(task->thread.ds_ctx))
+	if (!rcu_access_pointer(task->thread.ds_ctx))
 		return;
 
 	mutex_lock(&ds_mutex);
 	cpus_read_lock();
 	for (kind = 0; kind < DS_NR_KINDS; kind++) {
 		/* The last detach frees the context. */
-		ctx = task->thread.ds_ctx;
-		tracer = ctx ? ctx->tracer[kind] : NULL;
+		ctx = ds_dereference(task->thread.ds_ctx);
+		tracer = ctx ? ds_dereference(ctx->tracer[kind]) : NULL;
 		if (!tracer)
 			continue;
 		ds_detach(tracer);
@@ -2347,7 +2359,7 @@ int ds_emulated_write_bts(struct task_struct *task, u64 from, u64 to)
 	local_irq_save(flags);
 	ctx = ds_task_ctx(task);
 	if (ctx)
-		tracer = READ_ONCE(ctx->tracer[DS_BTS]);
+		tracer = rcu_dereference_sched(ctx->tracer[DS_BTS]);
 	if (tracer && tracer->backend != &ds_hw_backend)
 		err = ds_emulated_store(tracer, from, to);
 	local_irq_restore(flags);
@@ -2366,7 +2378,7 @@ bool ds_emulated_recording(struct task_struct *task)
 	local_irq_save(flags);
 	ctx = ds_task_ctx(task);
 	if (ctx)
-		tracer = READ_ONCE(ctx->tracer[DS_BTS]);
+		tracer = rcu_dereference_sched(ctx->tracer[DS_BTS]);
 	ret = tracer && tracer->backend != &ds_hw_backend &&
 	      ds_recording(tracer);
 	local_irq_restore(flags);

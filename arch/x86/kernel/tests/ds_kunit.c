@@ -409,8 +409,10 @@ static void ds_test_expect_idle(struct kunit *test, struct ds_test *dt)
 		KUNIT_EXPECT_FALSE(test, dc->armed);
 		KUNIT_EXPECT_NULL(test, dc->stage[DS_BTS]);
 		KUNIT_EXPECT_NULL(test, dc->stage[DS_PEBS]);
-		KUNIT_EXPECT_NULL(test, dc->cpu_tracer[DS_BTS]);
-		KUNIT_EXPECT_NULL(test, dc->cpu_tracer[DS_PEBS]);
+		KUNIT_EXPECT_NULL(test,
+				  rcu_access_pointer(dc->cpu_tracer[DS_BTS]));
+		KUNIT_EXPECT_NULL(test,
+				  rcu_access_pointer(dc->cpu_tracer[DS_PEBS]));
 		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_debugctl, cpu),
 				DS_SIM_OTHER_BITS);
 		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
@@ -489,7 +491,7 @@ static void ds_test_request_release(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, geom.count, 0);
 	KUNIT_EXPECT_EQ(test, geom.status, 0);
 	ds_test_release(test, tracer);
-	KUNIT_EXPECT_NULL(test, current->thread.ds_ctx);
+	KUNIT_EXPECT_NULL(test, rcu_access_pointer(current->thread.ds_ctx));
 	KUNIT_EXPECT_FALSE(test, test_thread_flag(TIF_DS_TRACE));
 }
 
@@ -517,10 +519,10 @@ static void ds_test_bts_and_pebs(struct kunit *test)
 			-EBUSY);
 	/* Either kind goes first; the context lives until both are gone. */
 	ds_test_release(test, bts);
-	KUNIT_EXPECT_NOT_NULL(test, current->thread.ds_ctx);
+	KUNIT_EXPECT_NOT_NULL(test, rcu_access_pointer(current->thread.ds_ctx));
 	KUNIT_EXPECT_TRUE(test, test_thread_flag(TIF_DS_TRACE));
 	ds_test_release(test, pebs);
-	KUNIT_EXPECT_NULL(test, current->thread.ds_ctx);
+	KUNIT_EXPECT_NULL(test, rcu_access_pointer(current->thread.ds_ctx));
 }
 
 static void ds_test_task_vs_cpu(struct kunit *test)
@@ -1718,7 +1720,7 @@ static int ds_test_child_fn(void *arg)
 {
 	struct ds_test_child *child = arg;
 
-	child->inherited = current->thread.ds_ctx ||
+	child->inherited = rcu_access_pointer(current->thread.ds_ctx) ||
 			   test_thread_flag(TIF_DS_TRACE);
 	child->task = get_task_struct(current);
 	complete(&child->ready);
@@ -1794,7 +1796,7 @@ static void ds_test_release_on_exit(struct kunit *test)
 	ds_test_expect_task(test, tracer, NULL);
 	KUNIT_EXPECT_FALSE(test, ds_tracer_recording(tracer));
 	KUNIT_EXPECT_EQ(test, ds_hw_users, 0);
-	KUNIT_EXPECT_NULL(test, child->task->thread.ds_ctx);
+	KUNIT_EXPECT_NULL(test, rcu_access_pointer(child->task->thread.ds_ctx));
 	KUNIT_EXPECT_EQ(test, ds_suspend(tracer), 0);
 	/* Told once, at the exit; the release says nothing more. */
 	KUNIT_EXPECT_EQ(test, dt->detached, 1);
