@@ -207,9 +207,10 @@ static void ptrace_bts_ds_config(struct ptrace_bts *pb,
 }
 
 /*
- * Which backend the allocator chose. Asked once, at allocation: the
- * geometry of a hardware tracer costs an IPI to every CPU, too much for
- * each flags-only CONFIG, and a tracer never changes its backend.
+ * Which backend the allocator chose. Asked once, at allocation: a
+ * geometry read collects the records of a tracee running on another CPU
+ * with an IPI to that CPU, needless for a flags-only CONFIG, and a tracer
+ * never changes its backend.
  */
 static int ptrace_bts_backend(struct ds_tracer *tracer, u32 *backend)
 {
