@@ -163,6 +163,7 @@ struct ds_hw_ops {
 	void	(*restore_pmi)(u32 lvtpc);
 	void	(*map)(void *cea, void *buf, size_t size);
 	void	(*unmap)(void *cea, size_t size);
+	void	(*flush)(unsigned long start, unsigned long end);
 };
 
 #ifdef CONFIG_X86_DS
@@ -399,9 +400,13 @@ static void ds_msr_restore_pmi(u32 lvtpc)
 	apic_write(APIC_LVTPC, lvtpc);
 }
 
+/*
+ * Map into an unmapped slot without a flush: no CPU caches a translation
+ * of a not-present PTE (SDM vol. 3, 4.10.2.3), and every unmap is flushed
+ * before the slot is handed out again.
+ */
 static void ds_msr_map(void *cea, void *buf, size_t size)
 {
-	unsigned long start = (unsigned long)cea;
 	size_t off;
 
 	/* cea_set_pte() flushes this CPU's TLB entry: stay on this CPU. */
@@ -409,20 +414,26 @@ static void ds_msr_map(void *cea, void *buf, size_t size)
 	for (off = 0; off < size; off += PAGE_SIZE)
 		cea_set_pte(cea + off, virt_to_phys(buf + off), PAGE_KERNEL);
 	preempt_enable();
-	/* The slot is shared by all CPUs' page tables: flush them all. */
-	flush_tlb_kernel_range(start, start + size);
 }
 
+/* The caller flushes, once for all the slots it unmaps: see ds_msr_flush(). */
 static void ds_msr_unmap(void *cea, size_t size)
 {
-	unsigned long start = (unsigned long)cea;
 	size_t off;
 
 	preempt_disable();
 	for (off = 0; off < size; off += PAGE_SIZE)
 		cea_set_pte(cea + off, 0, PAGE_NONE);
 	preempt_enable();
-	flush_tlb_kernel_range(start, start + size);
+}
+
+/*
+ * The slots are shared by all CPUs' page tables: flush them all. A range
+ * over every CPU's slots becomes one broadcast flush of the whole TLB.
+ */
+static void ds_msr_flush(unsigned long start, unsigned long end)
+{
+	flush_tlb_kernel_range(start, end);
 }
 
 static const struct ds_hw_ops ds_msr_ops __maybe_unused = {
@@ -435,6 +446,7 @@ static const struct ds_hw_ops ds_msr_ops __maybe_unused = {
 	.restore_pmi	= ds_msr_restore_pmi,
 	.map		= ds_msr_map,
 	.unmap		= ds_msr_unmap,
+	.flush		= ds_msr_flush,
 };
 
 /*
@@ -450,6 +462,7 @@ DEFINE_STATIC_CALL(ds_hw_ack_pmi, ds_msr_ack_pmi);
 DEFINE_STATIC_CALL(ds_hw_restore_pmi, ds_msr_restore_pmi);
 DEFINE_STATIC_CALL(ds_hw_map, ds_msr_map);
 DEFINE_STATIC_CALL(ds_hw_unmap, ds_msr_unmap);
+DEFINE_STATIC_CALL(ds_hw_flush, ds_msr_flush);
 
 static void __maybe_unused ds_hw_install(const struct ds_hw_ops *ops)
 {
@@ -462,6 +475,7 @@ static void __maybe_unused ds_hw_install(const struct ds_hw_ops *ops)
 	static_call_update(ds_hw_restore_pmi, ops->restore_pmi);
 	static_call_update(ds_hw_map, ops->map);
 	static_call_update(ds_hw_unmap, ops->unmap);
+	static_call_update(ds_hw_flush, ops->flush);
 }
 
 #ifdef CONFIG_X86_DS
@@ -1207,15 +1221,15 @@ static int ds_nmi_handler(unsigned int cmd, struct pt_regs *regs)
 
 /* --- hardware resources, shared by all hardware tracers --- */
 
+/* The slot was unmapped and flushed: see ds_stage_free_all(). */
 static void ds_stage_free(int cpu, enum ds_kind kind)
 {
 	struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
-	size_t size = ds_stage_size(kind);
 
 	if (!dc->stage[kind])
 		return;
-	static_call(ds_hw_unmap)((void *)dc->stage_hw[kind], size);
-	free_pages((unsigned long)dc->stage[kind], get_order(size));
+	free_pages((unsigned long)dc->stage[kind],
+		   get_order(ds_stage_size(kind)));
 	dc->stage[kind] = NULL;
 }
 
@@ -1240,10 +1254,33 @@ static int ds_stage_alloc(int cpu, enum ds_kind kind)
 	return 0;
 }
 
+/*
+ * Unmap every slot, flush once, and only then free the pages: until the
+ * flush, a CPU may still reach them through a stale TLB entry. One
+ * broadcast flush, where a flush per slot made two for every possible CPU.
+ */
 static void ds_stage_free_all(void)
 {
+	unsigned long start = ULONG_MAX, end = 0;
 	enum ds_kind kind;
 	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
+
+		for (kind = 0; kind < DS_NR_KINDS; kind++) {
+			size_t size = ds_stage_size(kind);
+
+			if (!dc->stage[kind])
+				continue;
+			static_call(ds_hw_unmap)((void *)dc->stage_hw[kind],
+						 size);
+			start = min(start, dc->stage_hw[kind]);
+			end = max(end, dc->stage_hw[kind] + size);
+		}
+	}
+	if (start < end)
+		static_call(ds_hw_flush)(start, end);
 
 	for_each_possible_cpu(cpu)
 		for (kind = 0; kind < DS_NR_KINDS; kind++)
@@ -1339,7 +1376,7 @@ static int ds_hw_get(void)
 	} else {
 		ds_hw_users++;
 		if (state == DS_HW_DOWN)
-			ds_hw_state = DS_HW_SETTING_UP;
+			WRITE_ONCE(ds_hw_state, DS_HW_SETTING_UP);
 	}
 	spin_unlock(&ds_perf_lock);
 	/* Up already, with users or lingering without: nothing to do. */
@@ -1350,9 +1387,9 @@ static int ds_hw_get(void)
 	spin_lock(&ds_perf_lock);
 	if (err) {
 		ds_hw_users--;
-		ds_hw_state = DS_HW_DOWN;
+		WRITE_ONCE(ds_hw_state, DS_HW_DOWN);
 	} else {
-		ds_hw_state = DS_HW_UP;
+		WRITE_ONCE(ds_hw_state, DS_HW_UP);
 	}
 	spin_unlock(&ds_perf_lock);
 	return err;
@@ -1381,15 +1418,24 @@ static bool ds_hw_claim_teardown(void)
 
 	if (ds_hw_users || ds_hw_state != DS_HW_UP)
 		return false;
-	ds_hw_state = DS_HW_TEARING_DOWN;
+	WRITE_ONCE(ds_hw_state, DS_HW_TEARING_DOWN);
 	return true;
 }
 
-static void ds_hw_teardown_done(void)
+/* The teardown is over; @perf_takes: perf's reservation claimed it. */
+static void ds_hw_teardown_done(bool perf_takes)
 {
-	lockdep_assert_held(&ds_perf_lock);
-
-	ds_hw_state = DS_HW_DOWN;
+	spin_lock(&ds_perf_lock);
+	WRITE_ONCE(ds_hw_state, DS_HW_DOWN);
+	ds_perf_held |= perf_takes;
+	spin_unlock(&ds_perf_lock);
+	/*
+	 * A reservation waits for the state to change. The unlock orders only
+	 * what comes before it: the full barrier orders the store before the
+	 * look at the wait queue, and pairs with the one in wait_var_event().
+	 */
+	smp_mb();
+	wake_up_var(&ds_hw_state);
 }
 
 /*
@@ -1412,9 +1458,7 @@ static void ds_hw_end_linger(void)
 	spin_unlock(&ds_perf_lock);
 	if (claimed) {
 		ds_hw_teardown();
-		spin_lock(&ds_perf_lock);
-		ds_hw_teardown_done();
-		spin_unlock(&ds_perf_lock);
+		ds_hw_teardown_done(false);
 	}
 	cpus_read_unlock();
 	mutex_unlock(&ds_mutex);
@@ -2253,6 +2297,19 @@ void ds_exit_thread(struct task_struct *task)
 
 /* --- perf --- */
 
+/* A teardown in flight ends soon: wait for it rather than fail. */
+static void ds_perf_wait_teardown(void)
+{
+	lockdep_assert_held(&ds_perf_lock);
+
+	while (ds_hw_state == DS_HW_TEARING_DOWN) {
+		spin_unlock(&ds_perf_lock);
+		wait_var_event(&ds_hw_state,
+			       READ_ONCE(ds_hw_state) != DS_HW_TEARING_DOWN);
+		spin_lock(&ds_perf_lock);
+	}
+}
+
 int ds_perf_reserve(void)
 {
 	bool claimed = false;
@@ -2261,22 +2318,22 @@ int ds_perf_reserve(void)
 	might_sleep();
 
 	spin_lock(&ds_perf_lock);
-	if (ds_hw_state == DS_HW_DOWN)
-		ds_perf_held = true;
-	else if (!ds_hw_users)
-		claimed = ds_hw_claim_teardown();
-	if (!ds_perf_held && !claimed)
+	ds_perf_wait_teardown();
+	if (ds_perf_held)
 		err = -EBUSY;
+	else if (ds_hw_state == DS_HW_DOWN)
+		ds_perf_held = true;
+	else if (!ds_hw_claim_teardown())
+		err = -EBUSY;
+	else
+		claimed = true;
 	spin_unlock(&ds_perf_lock);
 	if (!claimed)
 		return err;
 
 	/* Set up, but only lingering: perf's need ends the linger. */
 	ds_hw_teardown();
-	spin_lock(&ds_perf_lock);
-	ds_hw_teardown_done();
-	ds_perf_held = true;
-	spin_unlock(&ds_perf_lock);
+	ds_hw_teardown_done(true);
 	cancel_delayed_work(&ds_hw_linger_work);
 	return 0;
 }
@@ -2465,8 +2522,11 @@ void ds_perf_unmap_buffer(int cpu, enum ds_kind kind, size_t size)
 	struct debug_store_buffers *slots =
 		&get_cpu_entry_area(cpu)->cpu_debug_buffers;
 
-	static_call(ds_hw_unmap)(kind == DS_BTS ? slots->bts_buffer :
-						  slots->pebs_buffer, size);
+	void *cea = kind == DS_BTS ? slots->bts_buffer : slots->pebs_buffer;
+
+	/* perf frees the buffer on return: flush before. */
+	static_call(ds_hw_unmap)(cea, size);
+	static_call(ds_hw_flush)((unsigned long)cea, (unsigned long)cea + size);
 }
 EXPORT_SYMBOL_GPL(ds_perf_unmap_buffer);
 

@@ -541,10 +541,13 @@ int ds_update(struct ds_tracer *tracer, const struct ds_config *cfg);
  * hardware through the ds_perf_*() calls below. The allocator keeps its
  * hardware set up for a while after its last tracer is gone; a reservation
  * then tears it down on the spot, with the CPU hotplug lock held or not.
+ * If the allocator is tearing it down itself, the reservation waits for
+ * the end of that teardown. The reservation is not counted: perf takes it
+ * once, on its first hardware event.
  *
  * Context: process context, may sleep.
  * Return: 0, or -EBUSY while hardware tracers exist or are being set up,
- * and while the allocator's own teardown runs.
+ * or while perf holds the Debug Store already.
  */
 int ds_perf_reserve(void);
 
@@ -789,6 +792,9 @@ void *ds_perf_map_buffer(int cpu, enum ds_kind kind, void *buf, size_t size);
  * @cpu:  the CPU
  * @kind: %DS_BTS or %DS_PEBS
  * @size: as mapped
+ *
+ * Flushes the slot from every CPU's TLB: the caller may free the buffer on
+ * return.
  *
  * Context: process context, may sleep.
  */

@@ -67,11 +67,26 @@ static atomic_t ds_sim_pmis;
 /* The simulated CPU holds its threshold PMI back (skid), for good. */
 static bool ds_sim_skid;
 static atomic_long_t ds_sim_mapped;
-/* Staging buffers mapped since the test began: each costs a TLB flush. */
+/* Staging buffers mapped since the test began. */
 static atomic_t ds_sim_maps;
-/* perf tries to reserve whenever the allocator unmaps a slot. */
+/*
+ * TLB flushes since the test began, and what the last one found: the pages
+ * still mapped, the staging buffers not yet freed, and its range.
+ */
+static atomic_t ds_sim_flushes;
+static long ds_sim_flush_mapped;
+static int ds_sim_flush_staged;
+static unsigned long ds_sim_flush_start, ds_sim_flush_end;
+/*
+ * perf reserves from another thread when the allocator unmaps a slot;
+ * ds_sim_reserve_early says whether it returned before the teardown ended,
+ * and ds_sim_reserve_mapped what it found mapped when it returned.
+ */
 static bool ds_sim_reserve_at_unmap;
 static int ds_sim_reserve_result;
+static bool ds_sim_reserve_early;
+static long ds_sim_reserve_mapped;
+static DECLARE_COMPLETION(ds_sim_reserve_done);
 
 /* --- the simulated CPU --- */
 
@@ -115,14 +130,41 @@ static void ds_sim_map(void *cea, void *buf, size_t size)
 	atomic_inc(&ds_sim_maps);
 }
 
+static void ds_sim_reserve_fn(struct work_struct *work)
+{
+	ds_sim_reserve_result = ds_perf_reserve();
+	ds_sim_reserve_mapped = atomic_long_read(&ds_sim_mapped);
+	complete(&ds_sim_reserve_done);
+}
+static DECLARE_WORK(ds_sim_reserve_work, ds_sim_reserve_fn);
+
+/* The time perf gets to finish its reservation too early. */
+#define DS_SIM_RESERVE_WAIT	(HZ / 10)
+
 static void ds_sim_unmap(void *cea, size_t size)
 {
 	atomic_long_sub(size >> PAGE_SHIFT, &ds_sim_mapped);
 	if (!ds_sim_reserve_at_unmap)
 		return;
-	ds_sim_reserve_result = ds_perf_reserve();
-	if (!ds_sim_reserve_result)
-		ds_perf_release();
+	ds_sim_reserve_at_unmap = false;
+	queue_work(system_unbound_wq, &ds_sim_reserve_work);
+	ds_sim_reserve_early =
+		wait_for_completion_timeout(&ds_sim_reserve_done,
+					    DS_SIM_RESERVE_WAIT);
+}
+
+static void ds_sim_flush(unsigned long start, unsigned long end)
+{
+	int cpu, staged = 0;
+
+	for_each_possible_cpu(cpu)
+		staged += !!per_cpu(ds_cpus, cpu).stage[DS_BTS] +
+			  !!per_cpu(ds_cpus, cpu).stage[DS_PEBS];
+	ds_sim_flush_mapped = atomic_long_read(&ds_sim_mapped);
+	ds_sim_flush_staged = staged;
+	ds_sim_flush_start = start;
+	ds_sim_flush_end = end;
+	atomic_inc(&ds_sim_flushes);
 }
 
 static const struct ds_hw_ops ds_sim_ops = {
@@ -135,6 +177,7 @@ static const struct ds_hw_ops ds_sim_ops = {
 	.restore_pmi	= ds_sim_restore_pmi,
 	.map		= ds_sim_map,
 	.unmap		= ds_sim_unmap,
+	.flush		= ds_sim_flush,
 };
 
 static void ds_sim_pmi(void)
@@ -368,7 +411,7 @@ static int ds_test_init(struct kunit *test)
 	mutex_lock(&ds_mutex);
 	if (ds_perf_held)
 		busy = DS_TEST_PERF_BUSY;
-	else if (ds_hw_users)
+	else if (READ_ONCE(ds_hw_state) != DS_HW_DOWN)
 		busy = "another client has hardware tracers";
 	else if (ds_nr_emulated)
 		busy = "another client has emulated tracers";
@@ -383,6 +426,7 @@ static int ds_test_init(struct kunit *test)
 	test->priv = dt;
 	dt->user_locked = atomic_long_read(&current_user()->locked_vm);
 	atomic_set(&ds_sim_maps, 0);
+	atomic_set(&ds_sim_flushes, 0);
 	ds_hw_linger = DS_TEST_LINGER;
 	ds_test_install(ds_test_full_caps);
 	return 0;
@@ -626,8 +670,9 @@ static void ds_test_release_lingers(struct kunit *test)
 }
 
 /*
- * perf reserves while the last hardware tracer's teardown runs: it must be
- * refused until the slots are unmapped and IA32_DS_AREA is cleared.
+ * perf reserves while the last hardware tracer's teardown runs: it must
+ * wait until the slots are unmapped and IA32_DS_AREA is cleared, and then
+ * get the Debug Store rather than be refused for its whole session.
  */
 static void ds_test_perf_during_teardown(struct kunit *test)
 {
@@ -638,14 +683,59 @@ static void ds_test_perf_during_teardown(struct kunit *test)
 	tracer = ds_test_task(test, &cfg);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	ds_test_release(test, tracer);
+	reinit_completion(&ds_sim_reserve_done);
 	ds_sim_reserve_result = 1;
 	ds_sim_reserve_at_unmap = true;
 	ds_test_end_linger();
-	ds_sim_reserve_at_unmap = false;
-	KUNIT_EXPECT_EQ(test, ds_sim_reserve_result, -EBUSY);
+	KUNIT_ASSERT_FALSE(test, ds_sim_reserve_at_unmap);
+	wait_for_completion(&ds_sim_reserve_done);
+	flush_work(&ds_sim_reserve_work);
 
-	KUNIT_EXPECT_EQ(test, ds_perf_reserve(), 0);
-	dt->perf_held = true;
+	KUNIT_EXPECT_FALSE(test, ds_sim_reserve_early);
+	KUNIT_EXPECT_EQ(test, ds_sim_reserve_result, 0);
+	KUNIT_EXPECT_EQ(test, ds_sim_reserve_mapped, 0);
+	dt->perf_held = !ds_sim_reserve_result;
+	KUNIT_EXPECT_EQ(test, ds_hw_state, DS_HW_DOWN);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, 0), 0);
+}
+
+/*
+ * Setting up maps every staging buffer without a TLB flush: the slots were
+ * not present. Tearing down unmaps them all, flushes once over all of
+ * them, and frees the pages only after the flush.
+ */
+static void ds_test_teardown_flushes_once(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	unsigned long start = ULONG_MAX, end = 0;
+	struct ds_tracer *tracer;
+	int cpu, staged = 0;
+	enum ds_kind kind;
+
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_flushes), 0);
+	for_each_possible_cpu(cpu) {
+		struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
+
+		for (kind = 0; kind < DS_NR_KINDS; kind++) {
+			if (!dc->stage[kind])
+				continue;
+			staged++;
+			start = min(start, dc->stage_hw[kind]);
+			end = max(end, dc->stage_hw[kind] +
+				       ds_stage_size(kind));
+		}
+	}
+	KUNIT_EXPECT_EQ(test, staged, 2 * num_possible_cpus());
+	ds_test_release(test, tracer);
+	ds_test_end_linger();
+
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_flushes), 1);
+	KUNIT_EXPECT_EQ(test, ds_sim_flush_mapped, 0);
+	KUNIT_EXPECT_EQ(test, ds_sim_flush_staged, staged);
+	KUNIT_EXPECT_EQ(test, ds_sim_flush_start, start);
+	KUNIT_EXPECT_EQ(test, ds_sim_flush_end, end);
 }
 
 /* A per-CPU tracer of the allocator first: perf's reservation waits. */
@@ -729,6 +819,12 @@ static void ds_test_perf_map(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), mapped + 1);
 	ds_perf_unmap_buffer(0, DS_PEBS, PAGE_SIZE);
 	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), mapped);
+	/* perf frees the buffer next: flushed, exactly the slot. */
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_flushes), 1);
+	KUNIT_EXPECT_EQ(test, ds_sim_flush_start,
+			(unsigned long)slots->pebs_buffer);
+	KUNIT_EXPECT_EQ(test, ds_sim_flush_end,
+			(unsigned long)slots->pebs_buffer + PAGE_SIZE);
 
 	cea = ds_perf_map_buffer(0, DS_BTS, buf, PAGE_SIZE);
 	KUNIT_EXPECT_PTR_EQ(test, cea, (void *)slots->bts_buffer);
@@ -2276,6 +2372,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_perf_refused),
 	KUNIT_CASE(ds_test_perf_during_teardown),
 	KUNIT_CASE(ds_test_release_lingers),
+	KUNIT_CASE(ds_test_teardown_flushes_once),
 	KUNIT_CASE(ds_test_perf_after_cpu_tracer),
 	KUNIT_CASE(ds_test_perf_install),
 	KUNIT_CASE(ds_test_perf_bts_bits),
