@@ -773,13 +773,18 @@ static void ds_hw_test_conflict(struct kunit *test)
 	t->task_tracer = NULL;
 }
 
-/* The hardware is set up and torn down again and again. */
+/*
+ * The hardware is set up and torn down again and again. The last release
+ * leaves it set up for a while; perf's reservation ends that at once, so
+ * each cycle sets up afresh on a real teardown, perf's, with TLB flushes.
+ */
 static void ds_hw_test_release_cycles(struct kunit *test)
 {
 	struct ds_hw_test *t = test->priv;
 	struct ds_geometry geom;
 	struct ds_hw_run run;
 	int i, cpu = -1;
+	int err;
 
 	for (i = 0; i < DS_HW_CYCLES; i++) {
 		cpu = cpumask_next(cpu, cpu_online_mask);
@@ -795,6 +800,10 @@ static void ds_hw_test_release_cycles(struct kunit *test)
 				    DS_HW_LOOPS + i, "cycle %d, CPU %d", i, cpu);
 		ds_release(t->tracer);
 		t->tracer = NULL;
+		err = ds_perf_reserve();
+		KUNIT_EXPECT_EQ_MSG(test, err, 0, "cycle %d", i);
+		if (!err)
+			ds_perf_release();
 	}
 }
 

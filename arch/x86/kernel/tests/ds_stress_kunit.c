@@ -6,7 +6,8 @@
  * lets several kernel threads share a few tracer slots and issue a bounded,
  * seeded stream of random requests, releases, updates, clears, suspends,
  * resumes and reads, through the public <asm/ds.h> API only, while the
- * traced kernel threads come and go and a CPU goes offline and online. Every
+ * traced kernel threads come and go, a CPU goes offline and online, and a
+ * thread takes and gives back perf's reservation of the Debug Store. Every
  * answer is checked against what <asm/ds.h> promises, and nothing may be
  * left behind. On a CPU without BTS the per-task tracers use the emulated
  * backend and per-CPU requests fail with -EOPNOTSUPP; on the BTS machine
@@ -45,6 +46,9 @@
 /* CPU hotplug toggles of the hotplug thread per case, and its pause. */
 #define DS_STRESS_HOTPLUG_TOGGLES	6
 #define DS_STRESS_HOTPLUG_PAUSE_MS	20
+/* How long the perf thread holds the Debug Store, and how long it waits. */
+#define DS_STRESS_PERF_HOLD_MS		2
+#define DS_STRESS_PERF_PAUSE_MS		5
 /* Most buffers are small; one in DS_STRESS_BIG_ONE is up to the maximum. */
 #define DS_STRESS_SMALL_SIZE	SZ_16K
 #define DS_STRESS_BIG_ONE	16
@@ -104,6 +108,8 @@ struct ds_stress_slot {
  * @toggles:	CPU hotplug toggles that succeeded
  * @kernel_granted: per-CPU kernel-mode requests granted
  * @kernel_refused: per-CPU kernel-mode requests refused with -EPERM
+ * @perf_granted: reservations of the perf thread that succeeded
+ * @perf_refused: reservations of the perf thread refused with -EBUSY
  */
 struct ds_stress {
 	struct kunit		*test;
@@ -118,6 +124,8 @@ struct ds_stress {
 	atomic_t		toggles;
 	atomic_t		kernel_granted;
 	atomic_t		kernel_refused;
+	atomic_t		perf_granted;
+	atomic_t		perf_refused;
 };
 
 /**
@@ -505,10 +513,36 @@ static int ds_stress_hotplug(void *arg)
 	return 0;
 }
 
+/*
+ * perf's reservation and release, as perf's first and last hardware event
+ * make them, in the middle of requests, releases, lingering setups and
+ * CPU hotplug. Started after the hotplug thread and stopped before it.
+ */
+static int ds_stress_perf(void *arg)
+{
+	struct ds_stress *s = arg;
+	int err;
+
+	while (!kthread_should_stop()) {
+		err = ds_perf_reserve();
+		if (!err) {
+			atomic_inc(&s->perf_granted);
+			KUNIT_EXPECT_TRUE(s->test, ds_perf_holds());
+			msleep(DS_STRESS_PERF_HOLD_MS);
+			ds_perf_release();
+		} else {
+			KUNIT_EXPECT_EQ(s->test, err, -EBUSY);
+			atomic_inc(&s->perf_refused);
+		}
+		msleep(DS_STRESS_PERF_PAUSE_MS);
+	}
+	return 0;
+}
+
 static void ds_stress_run(struct kunit *test, int first, int last)
 {
 	struct ds_stress_worker *workers;
-	struct task_struct *hotplug = NULL;
+	struct task_struct *hotplug = NULL, *perf = NULL;
 	struct ds_stress_slot *slot;
 	struct ds_stress *s;
 	int i;
@@ -537,6 +571,12 @@ static void ds_stress_run(struct kunit *test, int first, int last)
 		KUNIT_ASSERT_FALSE(test, IS_ERR(hotplug));
 		get_task_struct(hotplug);
 	}
+	/* Not while a perf event holds the Debug Store: it is not ours. */
+	if (!ds_perf_holds()) {
+		perf = kthread_run(ds_stress_perf, s, "ds_stress_perf");
+		KUNIT_ASSERT_FALSE(test, IS_ERR(perf));
+		get_task_struct(perf);
+	}
 	for (i = 0; i < DS_STRESS_WORKERS; i++) {
 		workers[i].s = s;
 		prandom_seed_state(&workers[i].rnd, (u64)seed << 8 | i);
@@ -549,6 +589,8 @@ static void ds_stress_run(struct kunit *test, int first, int last)
 	for (i = 0; i < DS_STRESS_WORKERS; i++)
 		if (!IS_ERR(workers[i].thread))
 			kthread_stop_put(workers[i].thread);
+	if (perf)
+		kthread_stop_put(perf);
 	if (hotplug)
 		kthread_stop_put(hotplug);
 
@@ -558,11 +600,13 @@ static void ds_stress_run(struct kunit *test, int first, int last)
 		if (slot->task)
 			kthread_stop_put(slot->task);
 	}
-	kunit_info(test, "seed %u: %d operations, %d tracers granted, %d notifications, %d CPU hotplug toggles, per-CPU kernel mode %d granted, %d refused\n",
+	kunit_info(test, "seed %u: %d operations, %d tracers granted, %d notifications, %d CPU hotplug toggles, per-CPU kernel mode %d granted, %d refused, perf reservations %d granted, %d refused\n",
 		   seed, atomic_read(&s->done), atomic_read(&s->granted),
 		   atomic_read(&s->notified), atomic_read(&s->toggles),
 		   atomic_read(&s->kernel_granted),
-		   atomic_read(&s->kernel_refused));
+		   atomic_read(&s->kernel_refused),
+		   atomic_read(&s->perf_granted),
+		   atomic_read(&s->perf_refused));
 	KUNIT_EXPECT_EQ(test, atomic_read(&s->done), ops);
 	/* One policy for the whole run: granted or refused, never both. */
 	KUNIT_EXPECT_FALSE(test, atomic_read(&s->kernel_granted) &&
