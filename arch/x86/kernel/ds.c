@@ -259,6 +259,8 @@ struct ds_cpu {
 	u32			lvtpc;
 	/* IA32_DS_AREA points at @area. */
 	bool			armed;
+	/* The boot CPU was armed when it went into suspend. */
+	bool			resume_arm;
 	/* The NMI handler claimed a PMI at the thresholds now programmed. */
 	bool			pmi_seen;
 	/*
@@ -292,6 +294,15 @@ static enum ds_hw_state {
 	DS_HW_TEARING_DOWN,	/* by the linger's end or by perf */
 } ds_hw_state;
 static bool ds_perf_held;
+/*
+ * Reservations waiting for the linger's teardown. A request that comes
+ * meanwhile is refused, so that the teardown's end hands the Debug Store
+ * to perf rather than to whoever takes ds_mutex first.
+ */
+static unsigned int ds_perf_waiters;
+/* The linger's teardown, for lockdep: perf's reservation waits for it. */
+static struct lockdep_map ds_hw_teardown_map =
+	STATIC_LOCKDEP_MAP_INIT("ds_hw_teardown", &ds_hw_teardown_map);
 /*
  * Staging buffers exist and online CPUs are armed. Set under ds_mutex,
  * cleared by whoever tears down; see ds_hw_teardown().
@@ -409,7 +420,7 @@ static void ds_msr_map(void *cea, void *buf, size_t size)
 {
 	size_t off;
 
-	/* cea_set_pte() flushes this CPU's TLB entry: stay on this CPU. */
+	/* cea_set_pte() also flushes the local TLB entry: one CPU for all. */
 	preempt_disable();
 	for (off = 0; off < size; off += PAGE_SIZE)
 		cea_set_pte(cea + off, virt_to_phys(buf + off), PAGE_KERNEL);
@@ -1370,8 +1381,8 @@ static int ds_hw_get(void)
 
 	spin_lock(&ds_perf_lock);
 	state = ds_hw_state;
-	/* perf holds the Debug Store, or is about to once its teardown ends. */
-	if (ds_perf_held || state == DS_HW_TEARING_DOWN) {
+	/* perf holds the Debug Store, or is about to once a teardown ends. */
+	if (ds_perf_held || state == DS_HW_TEARING_DOWN || ds_perf_waiters) {
 		err = -EBUSY;
 	} else {
 		ds_hw_users++;
@@ -1403,7 +1414,8 @@ static void ds_hw_put(void)
 	spin_lock(&ds_perf_lock);
 	if (!--ds_hw_users)
 		/* From the last release: a loop keeps it up for good. */
-		mod_delayed_work(system_wq, &ds_hw_linger_work, ds_hw_linger);
+		mod_delayed_work(system_power_efficient_wq, &ds_hw_linger_work,
+				 READ_ONCE(ds_hw_linger));
 	spin_unlock(&ds_perf_lock);
 }
 
@@ -1457,7 +1469,9 @@ static void ds_hw_end_linger(void)
 	claimed = ds_hw_claim_teardown();
 	spin_unlock(&ds_perf_lock);
 	if (claimed) {
+		lock_map_acquire(&ds_hw_teardown_map);
 		ds_hw_teardown();
+		lock_map_release(&ds_hw_teardown_map);
 		ds_hw_teardown_done(false);
 	}
 	cpus_read_unlock();
@@ -1498,19 +1512,19 @@ static int ds_cpu_offline(unsigned int cpu)
  * The other CPUs go offline and online again through ds_cpu_offline() and
  * ds_cpu_online(); the boot CPU stays up and loses IA32_DS_AREA and
  * DEBUGCTL to the power cycle. Syscore ops run on it alone, interrupts
- * disabled. Collect as ds_cpu_offline() does, but keep the LVTPC value found
- * at the first arming: the local APIC's own syscore ops restore what we
- * programmed.
+ * disabled, and without the CPU hotplug lock: a setup or teardown may be
+ * between ds_hw_active and its IPIs. So suspend disarms completely, LVTPC
+ * included, before lapic_suspend() saves it (syscore ops suspend in the
+ * reverse order of registration), and resume arms again only if the CPU
+ * was armed and the hardware is still up. Whatever the pending IPI then
+ * does, arming or disarming, finds the CPU in the state it expects.
  */
 static int ds_syscore_suspend(void *unused)
 {
 	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
 
-	if (!dc->armed)
-		return 0;
-	ds_cpu_unload(dc);
-	WRITE_ONCE(dc->armed, false);
-	static_call(ds_hw_write_ds_area)(0);
+	dc->resume_arm = dc->armed;
+	ds_cpu_disarm(dc);
 	return 0;
 }
 
@@ -1520,18 +1534,13 @@ static void ds_syscore_rearm(void)
 
 	/* A threshold PMI owed before the power cycle never comes. */
 	local_set(&dc->pmi_owed, 0);
-	if (!READ_ONCE(ds_hw_active) || dc->armed)
+	if (!dc->resume_arm || !READ_ONCE(ds_hw_active))
 		return;
+	dc->resume_arm = false;
 	/* The firmware's DEBUGCTL, not what we wrote before the suspend. */
 	dc->debugctl = static_call(ds_hw_read_debugctl)();
 	dc->debugctl &= DS_DEBUGCTL_MASK;
-	static_call(ds_hw_write_ds_area)(dc->area_hw);
-	/*
-	 * LVTPC needs nothing: lapic_resume(), registered at core_initcall
-	 * and so resumed before us, restored the NMI mode it had at suspend.
-	 */
-	WRITE_ONCE(dc->armed, true);
-	ds_cpu_start(dc, current);
+	ds_cpu_arm(dc);
 }
 
 static void ds_syscore_resume(void *unused)
@@ -2299,15 +2308,20 @@ void ds_exit_thread(struct task_struct *task)
 
 /* A teardown in flight ends soon: wait for it rather than fail. */
 static void ds_perf_wait_teardown(void)
+	__must_hold(&ds_perf_lock)
 {
 	lockdep_assert_held(&ds_perf_lock);
 
-	while (ds_hw_state == DS_HW_TEARING_DOWN) {
+	if (ds_hw_state != DS_HW_TEARING_DOWN)
+		return;
+	ds_perf_waiters++;
+	do {
 		spin_unlock(&ds_perf_lock);
 		wait_var_event(&ds_hw_state,
 			       READ_ONCE(ds_hw_state) != DS_HW_TEARING_DOWN);
 		spin_lock(&ds_perf_lock);
-	}
+	} while (ds_hw_state == DS_HW_TEARING_DOWN);
+	ds_perf_waiters--;
 }
 
 int ds_perf_reserve(void)
@@ -2316,6 +2330,9 @@ int ds_perf_reserve(void)
 	int err = 0;
 
 	might_sleep();
+	/* As flush_work(): whatever the teardown waits for, we may wait for. */
+	lock_map_acquire(&ds_hw_teardown_map);
+	lock_map_release(&ds_hw_teardown_map);
 
 	spin_lock(&ds_perf_lock);
 	ds_perf_wait_teardown();
@@ -2334,6 +2351,7 @@ int ds_perf_reserve(void)
 	/* Set up, but only lingering: perf's need ends the linger. */
 	ds_hw_teardown();
 	ds_hw_teardown_done(true);
+	/* Would find nothing to tear down; cancelled only to save the run. */
 	cancel_delayed_work(&ds_hw_linger_work);
 	return 0;
 }

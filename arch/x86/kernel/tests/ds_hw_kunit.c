@@ -14,6 +14,7 @@
 #include <kunit/test.h>
 #include <linux/atomic.h>
 #include <linux/completion.h>
+#include <linux/cpu.h>
 #include <linux/cpufeature.h>
 #include <linux/cpumask.h>
 #include <linux/elf.h>
@@ -34,6 +35,7 @@
 #include <linux/workqueue.h>
 
 #include <asm/ds.h>
+#include <asm/msr.h>
 #include <asm/unistd.h>
 
 /* Taken jumps of a short run: the staging buffer holds them all. */
@@ -773,6 +775,21 @@ static void ds_hw_test_conflict(struct kunit *test)
 	t->task_tracer = NULL;
 }
 
+/* Whether any online CPU's IA32_DS_AREA points anywhere. */
+static bool ds_hw_areas_loaded(void)
+{
+	bool loaded = false;
+	u64 area;
+	int cpu;
+
+	cpus_read_lock();
+	for_each_online_cpu(cpu)
+		if (!rdmsrl_on_cpu(cpu, MSR_IA32_DS_AREA, &area) && area)
+			loaded = true;
+	cpus_read_unlock();
+	return loaded;
+}
+
 /*
  * The hardware is set up and torn down again and again. The last release
  * leaves it set up for a while; perf's reservation ends that at once, so
@@ -800,8 +817,12 @@ static void ds_hw_test_release_cycles(struct kunit *test)
 				    DS_HW_LOOPS + i, "cycle %d, CPU %d", i, cpu);
 		ds_release(t->tracer);
 		t->tracer = NULL;
+		KUNIT_EXPECT_TRUE_MSG(test, ds_hw_areas_loaded(), "cycle %d", i);
 		err = ds_perf_reserve();
 		KUNIT_EXPECT_EQ_MSG(test, err, 0, "cycle %d", i);
+		/* The reservation tore the lingering setup down. */
+		KUNIT_EXPECT_FALSE_MSG(test, ds_hw_areas_loaded(), "cycle %d",
+				       i);
 		if (!err)
 			ds_perf_release();
 	}

@@ -63,6 +63,10 @@ struct ds_test {
 static struct ds_hw_caps ds_sim_caps;
 static DEFINE_PER_CPU(u64, ds_sim_debugctl);
 static DEFINE_PER_CPU(unsigned long, ds_sim_ds_area);
+/* LVTPC: the value before the allocator's first arming, and NMI mode. */
+static DEFINE_PER_CPU(u32, ds_sim_lvtpc);
+#define DS_SIM_LVTPC_BEFORE	(APIC_LVT_MASKED | 0xfe)
+#define DS_SIM_LVTPC_NMI	APIC_DM_NMI
 static atomic_t ds_sim_pmis;
 /* The simulated CPU holds its threshold PMI back (skid), for good. */
 static bool ds_sim_skid;
@@ -71,8 +75,17 @@ static atomic_long_t ds_sim_mapped;
 static atomic_t ds_sim_maps;
 /*
  * TLB flushes since the test began, and what the last one found: the pages
- * still mapped, the staging buffers not yet freed, and its range.
+ * still mapped, the staging buffers not yet freed, and its range. The
+ * slots' own states check what mapping without a flush relies on: no slot
+ * is mapped while mapped, or before the flush that follows its unmap.
  */
+enum ds_sim_slot_state {
+	DS_SIM_SLOT_CLEAN,
+	DS_SIM_SLOT_MAPPED,
+	DS_SIM_SLOT_STALE,
+};
+static DEFINE_PER_CPU(enum ds_sim_slot_state[DS_NR_KINDS], ds_sim_slots);
+static atomic_t ds_sim_slot_misuses;
 static atomic_t ds_sim_flushes;
 static long ds_sim_flush_mapped;
 static int ds_sim_flush_staged;
@@ -87,6 +100,9 @@ static int ds_sim_reserve_result;
 static bool ds_sim_reserve_early;
 static long ds_sim_reserve_mapped;
 static DECLARE_COMPLETION(ds_sim_reserve_done);
+/* And a request for this task comes right behind it. */
+static struct task_struct *ds_sim_request_task;
+static struct ds_tracer *ds_sim_request_result;
 
 /* --- the simulated CPU --- */
 
@@ -112,7 +128,10 @@ static void ds_sim_write_ds_area(unsigned long addr)
 
 static u32 ds_sim_arm_pmi(void)
 {
-	return 0;
+	u32 old = this_cpu_read(ds_sim_lvtpc);
+
+	this_cpu_write(ds_sim_lvtpc, DS_SIM_LVTPC_NMI);
+	return old;
 }
 
 static void ds_sim_ack_pmi(void)
@@ -122,10 +141,39 @@ static void ds_sim_ack_pmi(void)
 
 static void ds_sim_restore_pmi(u32 lvtpc)
 {
+	this_cpu_write(ds_sim_lvtpc, lvtpc);
+}
+
+/* The state of the cpu_entry_area slot at @cea. */
+static enum ds_sim_slot_state *ds_sim_slot(void *cea)
+{
+	struct debug_store_buffers *slots;
+	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		slots = &get_cpu_entry_area(cpu)->cpu_debug_buffers;
+		if (cea == slots->bts_buffer)
+			return &per_cpu(ds_sim_slots, cpu)[DS_BTS];
+		if (cea == slots->pebs_buffer)
+			return &per_cpu(ds_sim_slots, cpu)[DS_PEBS];
+	}
+	return NULL;
+}
+
+static void ds_sim_slot_move(void *cea, enum ds_sim_slot_state from,
+			     enum ds_sim_slot_state to)
+{
+	enum ds_sim_slot_state *slot = ds_sim_slot(cea);
+
+	if (!slot || *slot != from)
+		atomic_inc(&ds_sim_slot_misuses);
+	else
+		*slot = to;
 }
 
 static void ds_sim_map(void *cea, void *buf, size_t size)
 {
+	ds_sim_slot_move(cea, DS_SIM_SLOT_CLEAN, DS_SIM_SLOT_MAPPED);
 	atomic_long_add(size >> PAGE_SHIFT, &ds_sim_mapped);
 	atomic_inc(&ds_sim_maps);
 }
@@ -138,28 +186,88 @@ static void ds_sim_reserve_fn(struct work_struct *work)
 }
 static DECLARE_WORK(ds_sim_reserve_work, ds_sim_reserve_fn);
 
-/* The time perf gets to finish its reservation too early. */
-#define DS_SIM_RESERVE_WAIT	(HZ / 10)
+static void ds_sim_request_fn(struct work_struct *work)
+{
+	struct ds_config cfg = {
+		.size		= PAGE_SIZE,
+		.overflow	= DS_OVERFLOW_WRAP,
+		.flags		= DS_USER,
+		.backend	= DS_BACKEND_HARDWARE,
+	};
+
+	ds_sim_request_result = ds_request_bts_task(ds_sim_request_task, &cfg);
+}
+static DECLARE_WORK(ds_sim_request_work, ds_sim_request_fn);
+
+/* How long the reservation may take to start waiting, on a slow host. */
+#define DS_SIM_RESERVE_START_MS	10000
+/* How long the request gets to queue up on ds_mutex. */
+#define DS_SIM_REQUEST_QUEUE_MS	20
+
+static unsigned int ds_sim_perf_waiters(void)
+{
+	unsigned int waiters;
+
+	spin_lock(&ds_perf_lock);
+	waiters = ds_perf_waiters;
+	spin_unlock(&ds_perf_lock);
+	return waiters;
+}
+
+/*
+ * In the middle of the teardown: a reservation must wait for its end, and
+ * a request that queues up behind it on ds_mutex must not take the Debug
+ * Store from under the waiting reservation.
+ */
+static void ds_sim_race_teardown(void)
+{
+	unsigned int ms;
+
+	queue_work(system_unbound_wq, &ds_sim_reserve_work);
+	for (ms = 0; ms < DS_SIM_RESERVE_START_MS; ms++) {
+		if (completion_done(&ds_sim_reserve_done)) {
+			ds_sim_reserve_early = true;
+			return;
+		}
+		if (ds_sim_perf_waiters())
+			break;
+		msleep(1);
+	}
+	queue_work(system_unbound_wq, &ds_sim_request_work);
+	msleep(DS_SIM_REQUEST_QUEUE_MS);
+}
 
 static void ds_sim_unmap(void *cea, size_t size)
 {
+	ds_sim_slot_move(cea, DS_SIM_SLOT_MAPPED, DS_SIM_SLOT_STALE);
 	atomic_long_sub(size >> PAGE_SHIFT, &ds_sim_mapped);
 	if (!ds_sim_reserve_at_unmap)
 		return;
 	ds_sim_reserve_at_unmap = false;
-	queue_work(system_unbound_wq, &ds_sim_reserve_work);
-	ds_sim_reserve_early =
-		wait_for_completion_timeout(&ds_sim_reserve_done,
-					    DS_SIM_RESERVE_WAIT);
+	ds_sim_race_teardown();
 }
 
 static void ds_sim_flush(unsigned long start, unsigned long end)
 {
 	int cpu, staged = 0;
+	enum ds_kind kind;
 
-	for_each_possible_cpu(cpu)
+	for_each_possible_cpu(cpu) {
+		struct debug_store_buffers *slots =
+			&get_cpu_entry_area(cpu)->cpu_debug_buffers;
+
 		staged += !!per_cpu(ds_cpus, cpu).stage[DS_BTS] +
 			  !!per_cpu(ds_cpus, cpu).stage[DS_PEBS];
+		for (kind = 0; kind < DS_NR_KINDS; kind++) {
+			unsigned long slot = (unsigned long)(kind == DS_BTS ?
+				slots->bts_buffer : slots->pebs_buffer);
+
+			if (slot >= start && slot < end &&
+			    per_cpu(ds_sim_slots, cpu)[kind] == DS_SIM_SLOT_STALE)
+				per_cpu(ds_sim_slots, cpu)[kind] =
+					DS_SIM_SLOT_CLEAN;
+		}
+	}
 	ds_sim_flush_mapped = atomic_long_read(&ds_sim_mapped);
 	ds_sim_flush_staged = staged;
 	ds_sim_flush_start = start;
@@ -380,8 +488,10 @@ static void ds_test_install(struct ds_hw_caps caps)
 	ds_sim_caps = caps;
 	ds_hw_install(&ds_sim_ops);
 	ds_probe();
-	for_each_possible_cpu(cpu)
+	for_each_possible_cpu(cpu) {
 		per_cpu(ds_sim_debugctl, cpu) = DS_SIM_OTHER_BITS;
+		per_cpu(ds_sim_lvtpc, cpu) = DS_SIM_LVTPC_BEFORE;
+	}
 	mutex_unlock(&ds_mutex);
 }
 
@@ -427,7 +537,8 @@ static int ds_test_init(struct kunit *test)
 	dt->user_locked = atomic_long_read(&current_user()->locked_vm);
 	atomic_set(&ds_sim_maps, 0);
 	atomic_set(&ds_sim_flushes, 0);
-	ds_hw_linger = DS_TEST_LINGER;
+	atomic_set(&ds_sim_slot_misuses, 0);
+	WRITE_ONCE(ds_hw_linger, DS_TEST_LINGER);
 	ds_test_install(ds_test_full_caps);
 	return 0;
 }
@@ -460,7 +571,14 @@ static void ds_test_expect_idle(struct kunit *test, struct ds_test *dt)
 		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_debugctl, cpu),
 				DS_SIM_OTHER_BITS);
 		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
+		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_lvtpc, cpu),
+				DS_SIM_LVTPC_BEFORE);
+		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_slots, cpu)[DS_BTS],
+				DS_SIM_SLOT_CLEAN);
+		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_slots, cpu)[DS_PEBS],
+				DS_SIM_SLOT_CLEAN);
 	}
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_slot_misuses), 0);
 }
 
 static void ds_test_exit(struct kunit *test)
@@ -470,6 +588,10 @@ static void ds_test_exit(struct kunit *test)
 
 	if (!dt)
 		return;
+	/* A case that stopped half way left its racers behind. */
+	ds_sim_reserve_at_unmap = false;
+	flush_work(&ds_sim_reserve_work);
+	flush_work(&ds_sim_request_work);
 	for (i = 0; i < DS_TEST_MAX_TRACERS; i++)
 		ds_release(dt->tracers[i]);
 	if (dt->perf_held)
@@ -477,7 +599,7 @@ static void ds_test_exit(struct kunit *test)
 	if (READ_ONCE(ds_emulated))
 		ds_unregister_backend(ds_emulated);
 	ds_test_end_linger();
-	ds_hw_linger = DS_HW_LINGER;
+	WRITE_ONCE(ds_hw_linger, DS_HW_LINGER);
 
 	ds_test_expect_idle(test, dt);
 
@@ -669,34 +791,59 @@ static void ds_test_release_lingers(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, ds_hw_active);
 }
 
+/* Long enough for anything but a hung reservation. */
+#define DS_TEST_RESERVE_DONE_MS		30000
+
 /*
  * perf reserves while the last hardware tracer's teardown runs: it must
  * wait until the slots are unmapped and IA32_DS_AREA is cleared, and then
- * get the Debug Store rather than be refused for its whole session.
+ * get the Debug Store rather than be refused for its whole session, even
+ * when a request queued on ds_mutex comes first after the teardown.
  */
 static void ds_test_perf_during_teardown(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
 	struct ds_test *dt = test->priv;
 	struct ds_tracer *tracer;
+	unsigned long left;
 
 	tracer = ds_test_task(test, &cfg);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	ds_test_release(test, tracer);
 	reinit_completion(&ds_sim_reserve_done);
 	ds_sim_reserve_result = 1;
+	ds_sim_reserve_early = false;
+	ds_sim_request_task = current;
+	ds_sim_request_result = NULL;
 	ds_sim_reserve_at_unmap = true;
 	ds_test_end_linger();
 	KUNIT_ASSERT_FALSE(test, ds_sim_reserve_at_unmap);
-	wait_for_completion(&ds_sim_reserve_done);
+	left = wait_for_completion_timeout(&ds_sim_reserve_done,
+				msecs_to_jiffies(DS_TEST_RESERVE_DONE_MS));
+	KUNIT_ASSERT_NE(test, left, 0);
 	flush_work(&ds_sim_reserve_work);
+	flush_work(&ds_sim_request_work);
 
 	KUNIT_EXPECT_FALSE(test, ds_sim_reserve_early);
 	KUNIT_EXPECT_EQ(test, ds_sim_reserve_result, 0);
 	KUNIT_EXPECT_EQ(test, ds_sim_reserve_mapped, 0);
 	dt->perf_held = !ds_sim_reserve_result;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_keep(test, ds_sim_request_result)),
+			-EBUSY);
+	KUNIT_EXPECT_EQ(test, ds_sim_perf_waiters(), 0);
 	KUNIT_EXPECT_EQ(test, ds_hw_state, DS_HW_DOWN);
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, 0), 0);
+}
+
+/* A second reservation is refused: one release would drop both. */
+static void ds_test_perf_reserve_twice(struct kunit *test)
+{
+	struct ds_test *dt = test->priv;
+
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	dt->perf_held = true;
+	KUNIT_EXPECT_EQ(test, ds_perf_reserve(), -EBUSY);
+	KUNIT_EXPECT_TRUE(test, ds_perf_holds());
 }
 
 /*
@@ -1171,6 +1318,100 @@ static void ds_test_syscore_suspend(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count, 2);
 	ds_test_expect_branch(test, tracer, 0, 0);
 	ds_test_expect_branch(test, tracer, 1, 1);
+}
+
+/* The power cycle: IA32_DS_AREA and our DEBUGCTL bits are gone. */
+static void ds_test_power_cycle(void)
+{
+	this_cpu_write(ds_sim_ds_area, 0);
+	this_cpu_write(ds_sim_debugctl, DS_SIM_OTHER_BITS);
+}
+
+/*
+ * The syscore ops run without the CPU hotplug lock: a teardown may have
+ * cleared ds_hw_active and not yet sent its disarm IPI when the boot CPU
+ * suspends. Suspend, resume and the late IPI must leave the CPU disarmed
+ * with LVTPC as it was before the allocator's arming.
+ */
+static void ds_test_syscore_during_teardown(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer;
+	unsigned long area;
+	struct ds_cpu *dc;
+	bool armed;
+	u32 lvtpc;
+
+	migrate_disable();
+	dc = this_cpu_ptr(&ds_cpus);
+	tracer = ds_test_keep(test, ds_request_bts_cpu(smp_processor_id(),
+						       &cfg));
+	if (IS_ERR(tracer)) {
+		migrate_enable();
+		KUNIT_FAIL(test, "request: %ld", PTR_ERR(tracer));
+		return;
+	}
+	local_irq_disable();
+	WRITE_ONCE(ds_hw_active, false);
+	ds_syscore_suspend(NULL);
+	ds_test_power_cycle();
+	ds_syscore_resume(NULL);
+	ds_cpu_disarm_ipi(NULL);
+	armed = dc->armed;
+	lvtpc = this_cpu_read(ds_sim_lvtpc);
+	area = this_cpu_read(ds_sim_ds_area);
+	/* No teardown came after all: the tracer is still there. */
+	WRITE_ONCE(ds_hw_active, true);
+	ds_cpu_arm_ipi(NULL);
+	local_irq_enable();
+	migrate_enable();
+
+	KUNIT_EXPECT_FALSE(test, armed);
+	KUNIT_EXPECT_EQ(test, lvtpc, DS_SIM_LVTPC_BEFORE);
+	KUNIT_EXPECT_EQ(test, area, 0);
+}
+
+/*
+ * The mirror: a setup set ds_hw_active, and the boot CPU suspends before
+ * its arm IPI comes. Resume must leave the arming to the IPI, which then
+ * saves the real LVTPC for the disarm to restore.
+ */
+static void ds_test_syscore_during_setup(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	bool armed_at_resume, armed;
+	u32 lvtpc_at_resume, lvtpc;
+	struct ds_tracer *tracer;
+	struct ds_cpu *dc;
+
+	migrate_disable();
+	dc = this_cpu_ptr(&ds_cpus);
+	tracer = ds_test_keep(test, ds_request_bts_cpu(smp_processor_id(),
+						       &cfg));
+	if (IS_ERR(tracer)) {
+		migrate_enable();
+		KUNIT_FAIL(test, "request: %ld", PTR_ERR(tracer));
+		return;
+	}
+	local_irq_disable();
+	/* The arm IPI has not come yet. */
+	ds_cpu_disarm_ipi(NULL);
+	ds_syscore_suspend(NULL);
+	ds_test_power_cycle();
+	ds_syscore_resume(NULL);
+	armed_at_resume = dc->armed;
+	lvtpc_at_resume = this_cpu_read(ds_sim_lvtpc);
+	ds_cpu_arm_ipi(NULL);
+	armed = dc->armed;
+	lvtpc = this_cpu_read(ds_sim_lvtpc);
+	local_irq_enable();
+	migrate_enable();
+
+	KUNIT_EXPECT_FALSE(test, armed_at_resume);
+	KUNIT_EXPECT_EQ(test, lvtpc_at_resume, DS_SIM_LVTPC_BEFORE);
+	KUNIT_EXPECT_TRUE(test, armed);
+	KUNIT_EXPECT_EQ(test, lvtpc, DS_SIM_LVTPC_NMI);
+	/* ds_test_exit() releases it and expects LVTPC as before. */
 }
 
 /* --- interrupting CPUs --- */
@@ -2371,6 +2612,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_perf_holds),
 	KUNIT_CASE(ds_test_perf_refused),
 	KUNIT_CASE(ds_test_perf_during_teardown),
+	KUNIT_CASE(ds_test_perf_reserve_twice),
 	KUNIT_CASE(ds_test_release_lingers),
 	KUNIT_CASE(ds_test_teardown_flushes_once),
 	KUNIT_CASE(ds_test_perf_after_cpu_tracer),
@@ -2388,6 +2630,8 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_cpu_invalid),
 	KUNIT_CASE(ds_test_cpu_offline),
 	KUNIT_CASE(ds_test_syscore_suspend),
+	KUNIT_CASE(ds_test_syscore_during_teardown),
+	KUNIT_CASE(ds_test_syscore_during_setup),
 	KUNIT_CASE(ds_test_ipi_targets),
 	KUNIT_CASE(ds_test_odd_size),
 	KUNIT_CASE(ds_test_one_record),
