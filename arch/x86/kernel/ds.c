@@ -300,9 +300,11 @@ static bool ds_perf_held;
  * to perf rather than to whoever takes ds_mutex first.
  */
 static unsigned int ds_perf_waiters;
-/* The linger's teardown, for lockdep: perf's reservation waits for it. */
+/* The teardown, for lockdep: perf's reservation may wait for it. */
+#ifdef CONFIG_LOCKDEP
 static struct lockdep_map ds_hw_teardown_map =
 	STATIC_LOCKDEP_MAP_INIT("ds_hw_teardown", &ds_hw_teardown_map);
+#endif
 /*
  * Staging buffers exist and online CPUs are armed. Set under ds_mutex,
  * cleared by whoever tears down; see ds_hw_teardown().
@@ -1351,9 +1353,9 @@ free_stages:
 }
 
 /*
- * Runs with neither ds_mutex nor the CPU hotplug lock: perf tears a
- * lingering setup down from its reservation, which may run under
- * cpus_write_lock(). ds_hw_state excludes every other setup and teardown,
+ * Needs neither ds_mutex nor the CPU hotplug lock: perf tears a lingering
+ * setup down from its reservation, which may run under cpus_write_lock(),
+ * and the linger's end takes only ds_mutex. ds_hw_state excludes every other setup and teardown,
  * and no tracer is attached. A CPU coming online arms itself only if it
  * sees ds_hw_active, and it is in cpu_online_mask before it looks: with a
  * full barrier on both sides, either it sees the flag cleared or
@@ -1363,6 +1365,7 @@ static void ds_hw_teardown(void)
 {
 	int cpu;
 
+	lock_map_acquire(&ds_hw_teardown_map);
 	WRITE_ONCE(ds_hw_active, false);
 	smp_mb();	/* pairs with ds_cpu_online() */
 	on_each_cpu(ds_cpu_disarm_ipi, NULL, 1);
@@ -1370,6 +1373,7 @@ static void ds_hw_teardown(void)
 	for_each_possible_cpu(cpu)
 		irq_work_sync(&per_cpu_ptr(&ds_cpus, cpu)->collect_work);
 	ds_stage_free_all();
+	lock_map_release(&ds_hw_teardown_map);
 }
 
 static int ds_hw_get(void)
@@ -1458,23 +1462,18 @@ static void ds_hw_end_linger(void)
 {
 	bool claimed;
 
-	mutex_lock(&ds_mutex);
 	/*
-	 * Only perf's path must do without the hotplug lock. Held here, a
-	 * suspend cannot run the syscore ops between the cleared flag and
-	 * the disarm IPIs and leave the boot CPU's LVTPC in NMI mode.
+	 * No hotplug lock: ds_hw_teardown() copes with CPUs coming and
+	 * going, and the syscore ops with a suspend in the middle of it.
 	 */
-	cpus_read_lock();
+	mutex_lock(&ds_mutex);
 	spin_lock(&ds_perf_lock);
 	claimed = ds_hw_claim_teardown();
 	spin_unlock(&ds_perf_lock);
 	if (claimed) {
-		lock_map_acquire(&ds_hw_teardown_map);
 		ds_hw_teardown();
-		lock_map_release(&ds_hw_teardown_map);
 		ds_hw_teardown_done(false);
 	}
-	cpus_read_unlock();
 	mutex_unlock(&ds_mutex);
 }
 

@@ -84,6 +84,7 @@ enum ds_sim_slot_state {
 	DS_SIM_SLOT_MAPPED,
 	DS_SIM_SLOT_STALE,
 };
+
 static DEFINE_PER_CPU(enum ds_sim_slot_state[DS_NR_KINDS], ds_sim_slots);
 static atomic_t ds_sim_slot_misuses;
 static atomic_t ds_sim_flushes;
@@ -184,6 +185,7 @@ static void ds_sim_reserve_fn(struct work_struct *work)
 	ds_sim_reserve_mapped = atomic_long_read(&ds_sim_mapped);
 	complete(&ds_sim_reserve_done);
 }
+
 static DECLARE_WORK(ds_sim_reserve_work, ds_sim_reserve_fn);
 
 static void ds_sim_request_fn(struct work_struct *work)
@@ -197,10 +199,11 @@ static void ds_sim_request_fn(struct work_struct *work)
 
 	ds_sim_request_result = ds_request_bts_task(ds_sim_request_task, &cfg);
 }
+
 static DECLARE_WORK(ds_sim_request_work, ds_sim_request_fn);
 
 /* How long the reservation may take to start waiting, on a slow host. */
-#define DS_SIM_RESERVE_START_MS	10000
+#define DS_SIM_RESERVE_START	(10 * HZ)
 /* How long the request gets to queue up on ds_mutex. */
 #define DS_SIM_REQUEST_QUEUE_MS	20
 
@@ -221,17 +224,17 @@ static unsigned int ds_sim_perf_waiters(void)
  */
 static void ds_sim_race_teardown(void)
 {
-	unsigned int ms;
+	unsigned long deadline = jiffies + DS_SIM_RESERVE_START;
 
 	queue_work(system_unbound_wq, &ds_sim_reserve_work);
-	for (ms = 0; ms < DS_SIM_RESERVE_START_MS; ms++) {
+	while (time_before(jiffies, deadline)) {
 		if (completion_done(&ds_sim_reserve_done)) {
 			ds_sim_reserve_early = true;
 			return;
 		}
 		if (ds_sim_perf_waiters())
 			break;
-		msleep(1);
+		usleep_range(USEC_PER_MSEC, 2 * USEC_PER_MSEC);
 	}
 	queue_work(system_unbound_wq, &ds_sim_request_work);
 	msleep(DS_SIM_REQUEST_QUEUE_MS);
@@ -579,6 +582,7 @@ static void ds_test_expect_idle(struct kunit *test, struct ds_test *dt)
 				DS_SIM_SLOT_CLEAN);
 	}
 	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_slot_misuses), 0);
+	KUNIT_EXPECT_EQ(test, ds_perf_waiters, 0);
 }
 
 static void ds_test_exit(struct kunit *test)
@@ -592,6 +596,7 @@ static void ds_test_exit(struct kunit *test)
 	ds_sim_reserve_at_unmap = false;
 	flush_work(&ds_sim_reserve_work);
 	flush_work(&ds_sim_request_work);
+	ds_release(xchg(&ds_sim_request_result, NULL));
 	for (i = 0; i < DS_TEST_MAX_TRACERS; i++)
 		ds_release(dt->tracers[i]);
 	if (dt->perf_held)
@@ -819,7 +824,7 @@ static void ds_test_perf_during_teardown(struct kunit *test)
 	ds_test_end_linger();
 	KUNIT_ASSERT_FALSE(test, ds_sim_reserve_at_unmap);
 	left = wait_for_completion_timeout(&ds_sim_reserve_done,
-				msecs_to_jiffies(DS_TEST_RESERVE_DONE_MS));
+					   msecs_to_jiffies(DS_TEST_RESERVE_DONE_MS));
 	KUNIT_ASSERT_NE(test, left, 0);
 	flush_work(&ds_sim_reserve_work);
 	flush_work(&ds_sim_request_work);
@@ -828,11 +833,35 @@ static void ds_test_perf_during_teardown(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_sim_reserve_result, 0);
 	KUNIT_EXPECT_EQ(test, ds_sim_reserve_mapped, 0);
 	dt->perf_held = !ds_sim_reserve_result;
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_keep(test, ds_sim_request_result)),
-			-EBUSY);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_keep(test,
+				xchg(&ds_sim_request_result, NULL))), -EBUSY);
 	KUNIT_EXPECT_EQ(test, ds_sim_perf_waiters(), 0);
 	KUNIT_EXPECT_EQ(test, ds_hw_state, DS_HW_DOWN);
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, 0), 0);
+}
+
+/*
+ * While a reservation waits for a teardown, hardware requests are refused,
+ * per task and per CPU, so that the teardown's end goes to perf.
+ */
+static void ds_test_refused_while_perf_waits(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	long task_err, cpu_err;
+
+	spin_lock(&ds_perf_lock);
+	ds_perf_waiters++;
+	spin_unlock(&ds_perf_lock);
+	task_err = PTR_ERR(ds_test_task(test, &cfg));
+	cpu_err = PTR_ERR(ds_test_keep(test, ds_request_bts_cpu(0, &cfg)));
+	spin_lock(&ds_perf_lock);
+	ds_perf_waiters--;
+	spin_unlock(&ds_perf_lock);
+
+	KUNIT_EXPECT_EQ(test, task_err, -EBUSY);
+	KUNIT_EXPECT_EQ(test, cpu_err, -EBUSY);
+	/* And granted once none waits. */
+	KUNIT_EXPECT_FALSE(test, IS_ERR(ds_test_task(test, &cfg)));
 }
 
 /* A second reservation is refused: one release would drop both. */
@@ -1284,6 +1313,7 @@ static void ds_test_syscore_suspend(struct kunit *test)
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
 	unsigned long area_suspended, area_resumed;
 	u64 ctl_suspended, ctl_resumed, want;
+	u32 lvtpc_suspended, lvtpc_resumed;
 	struct ds_tracer *tracer;
 	struct ds_cpu *dc;
 	int cpu, stored;
@@ -1300,13 +1330,19 @@ static void ds_test_syscore_suspend(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_syscore_suspend(NULL), 0);
 	area_suspended = this_cpu_read(ds_sim_ds_area);
 	ctl_suspended = this_cpu_read(ds_sim_debugctl);
+	lvtpc_suspended = this_cpu_read(ds_sim_lvtpc);
 	/* The power cycle; the kernel puts back the bits it owns. */
 	this_cpu_write(ds_sim_ds_area, 0);
 	this_cpu_write(ds_sim_debugctl, DS_SIM_OTHER_BITS);
 	ds_syscore_resume(NULL);
 	area_resumed = this_cpu_read(ds_sim_ds_area);
 	ctl_resumed = this_cpu_read(ds_sim_debugctl);
+	lvtpc_resumed = this_cpu_read(ds_sim_lvtpc);
 	local_irq_enable();
+
+	/* Suspend gave LVTPC back for lapic_suspend() to save. */
+	KUNIT_EXPECT_EQ(test, lvtpc_suspended, DS_SIM_LVTPC_BEFORE);
+	KUNIT_EXPECT_EQ(test, lvtpc_resumed, DS_SIM_LVTPC_NMI);
 
 	KUNIT_EXPECT_EQ(test, area_suspended, 0);
 	KUNIT_EXPECT_EQ(test, ctl_suspended, DS_SIM_OTHER_BITS);
@@ -2613,6 +2649,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_perf_refused),
 	KUNIT_CASE(ds_test_perf_during_teardown),
 	KUNIT_CASE(ds_test_perf_reserve_twice),
+	KUNIT_CASE(ds_test_refused_while_perf_waits),
 	KUNIT_CASE(ds_test_release_lingers),
 	KUNIT_CASE(ds_test_teardown_flushes_once),
 	KUNIT_CASE(ds_test_perf_after_cpu_tracer),
