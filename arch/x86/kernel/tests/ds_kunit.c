@@ -808,8 +808,8 @@ static void ds_test_release_lingers(struct kunit *test)
 static void ds_test_perf_during_teardown(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer, *request;
 	struct ds_test *dt = test->priv;
-	struct ds_tracer *tracer;
 	unsigned long left;
 
 	tracer = ds_test_task(test, &cfg);
@@ -833,8 +833,8 @@ static void ds_test_perf_during_teardown(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_sim_reserve_result, 0);
 	KUNIT_EXPECT_EQ(test, ds_sim_reserve_mapped, 0);
 	dt->perf_held = !ds_sim_reserve_result;
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_keep(test,
-				xchg(&ds_sim_request_result, NULL))), -EBUSY);
+	request = ds_test_keep(test, xchg(&ds_sim_request_result, NULL));
+	KUNIT_EXPECT_EQ(test, PTR_ERR(request), -EBUSY);
 	KUNIT_EXPECT_EQ(test, ds_sim_perf_waiters(), 0);
 	KUNIT_EXPECT_EQ(test, ds_hw_state, DS_HW_DOWN);
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, 0), 0);
