@@ -38,7 +38,8 @@ cflags=(-m64 -O2 -g -ffreestanding -fno-pic -fno-pie -fno-stack-protector
 	-Wall -Wextra -Wno-unused-parameter -Werror)
 set -e
 objs=()
-for f in boot.S seq.S xfer_seq.S trap_seq.S lib.c main.c xfer.c trap.c buffer.c smp.c; do
+for f in boot.S seq.S xfer_seq.S trap_seq.S pmu_seq.S lib.c main.c xfer.c trap.c \
+	 buffer.c smp.c pmu.c; do
 	gcc "${cflags[@]}" -c "$src/$f" -o "$out/${f%.*}.o"
 	objs+=("$out/${f%.*}.o")
 done

@@ -167,6 +167,7 @@ void test_traps(void);
 void test_btf(void);
 void test_debugctl(void);
 void test_pmu(void);
+void test_pmu_counts(void);
 void test_edges(void);
 void test_thresholds(void);
 void test_skid(void);

@@ -49,7 +49,9 @@ static void test_msrs(void)
 	u64 misc = rdmsr(MSR_MISC_ENABLE);
 	u64 v;
 
-	tap(!(misc & (1 << 11)) && (misc & (1 << 12)),
+	tap(!(misc & (1 << 11)) && (!(misc & (1 << 12))) == rd.arch_pmu,
+	    rd.arch_pmu ?
+	    "IA32_MISC_ENABLE: BTS and PEBS available (bits 11 and 12 clear)" :
 	    "IA32_MISC_ENABLE: BTS available (bit 11 clear), PEBS unavailable (bit 12 set)");
 
 	wrmsr(MSR_MISC_ENABLE, misc | (1 << 11));
@@ -422,6 +424,7 @@ void kmain(void)
 	test_btf();
 	test_debugctl();
 	test_pmu();
+	test_pmu_counts();
 	test_edges();
 	test_thresholds();
 	test_skid();

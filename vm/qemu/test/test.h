@@ -39,6 +39,36 @@
 #define MSR_PMC0		0xc1
 #define MSR_PERFEVTSEL0		0x186
 #define MSR_FIXED_CTR0		0x309
+#define MSR_FIXED_CTR_CTRL	0x38d
+#define MSR_GLOBAL_STATUS	0x38e
+#define MSR_GLOBAL_CTRL		0x38f
+#define MSR_GLOBAL_STATUS_RESET	0x390
+#define MSR_GLOBAL_STATUS_SET	0x391
+#define MSR_IA32_PMC0		0x4c1
+#define MSR_PEBS_ENABLE		0x3f1
+#define MSR_PERF_CAPABILITIES	0x345
+#define GLOBAL_OVF_BUFFER	(1ULL << 62)
+/* PEBS, format 3: the record, and where the case puts the buffer. */
+#define PEBS_RECORD_SIZE	0xc8
+#define PEBS_BUFFER		(BTS_BUFFER + 0x4000)
+#define PEBS_RECORDS		64
+
+#define EVTSEL_USR		(1 << 16)
+#define EVTSEL_OS		(1 << 17)
+#define EVTSEL_INT		(1 << 20)
+#define EVTSEL_EN		(1 << 22)
+#define EVENT_CYCLES		0x3c
+#define EVENT_INSNS		0xc0
+#define EVENT_BRANCHES		0xc4
+#define FIXED_OS		1
+#define FIXED_USR		2
+#define FIXED_PMI		8
+#define GLOBAL_CTR_FRZ		(1ULL << 59)
+#define DEBUGCTL_FREEZE_PERFMON_ON_PMI	(1 << 12)
+
+/* The counted loops of pmu_seq.S: iterations */
+#define PMU_SHORT		100
+#define PMU_LONG		1000
 
 #define DEBUGCTL_LBR		(1 << 0)
 #define DEBUGCTL_BTF		(1 << 1)

@@ -386,8 +386,10 @@ void test_pmu(void)
 	}
 
 	cpuid(0xa, &a, &b, &c, &d);
-	tap((a & 0xff) == 2 && ((a >> 8) & 0xff) == 2 && (d & 0x1f) == 3,
-	    "arch-pmu: CPUID.0xA version 2, 2 general and 3 fixed counters");
+	tap((a & 0xff) == 4 && ((a >> 8) & 0xff) == 4 &&
+	    ((a >> 16) & 0xff) == 48 && (d & 0x1f) == 3 &&
+	    ((d >> 5) & 0xff) == 48,
+	    "arch-pmu: CPUID.0xA version 4, 4 general and 3 fixed counters, 48 bits");
 
 	wrmsr(MSR_PMC0, 0x7654321);
 	wrmsr(MSR_PMC0 + 1, 0x1234567);
@@ -403,10 +405,10 @@ void test_pmu(void)
 	tap(ok && fix_count == 0,
 	    "RDPMC reads back what was written to IA32_PMC0/1 and IA32_FIXED_CTR0-2");
 
-	rdpmc(2);
+	rdpmc(4);
 	rdpmc((1u << 30) | 3);
 	tap(fix_count == 2 && fix_vec == 13 && fix_err == 0,
-	    "RDPMC of general counter 2 or fixed counter 3: #GP(0)");
+	    "RDPMC of general counter 4 or fixed counter 3: #GP(0)");
 	set_gate(13, gp_handler, 0);
 
 	test_rdpmc_user();
