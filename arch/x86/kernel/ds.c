@@ -161,6 +161,7 @@ struct ds_hw_ops {
 	u32	(*arm_pmi)(void);
 	void	(*ack_pmi)(void);
 	void	(*restore_pmi)(u32 lvtpc);
+	u64	(*swap_pebs_data_cfg)(u64 val);
 	void	(*map)(void *cea, void *buf, size_t size);
 	void	(*unmap)(void *cea, size_t size);
 	void	(*flush)(unsigned long start, unsigned long end);
@@ -257,6 +258,8 @@ struct ds_cpu {
 	bool			nmi_stopped;
 	/* APIC_LVTPC before we programmed it. */
 	u32			lvtpc;
+	/* MSR_PEBS_DATA_CFG before we cleared it (adaptive PEBS only). */
+	u64			pebs_data_cfg;
 	/* IA32_DS_AREA points at @area. */
 	bool			armed;
 	/* The boot CPU was armed when it went into suspend. */
@@ -413,6 +416,15 @@ static void ds_msr_restore_pmi(u32 lvtpc)
 	apic_write(APIC_LVTPC, lvtpc);
 }
 
+static u64 ds_msr_swap_pebs_data_cfg(u64 val)
+{
+	u64 old;
+
+	rdmsrl(MSR_PEBS_DATA_CFG, old);
+	wrmsrl(MSR_PEBS_DATA_CFG, val);
+	return old;
+}
+
 /*
  * Map into an unmapped slot without a flush: no CPU caches a translation
  * of a not-present PTE (SDM vol. 3, 4.10.2.3), and every unmap is flushed
@@ -457,6 +469,7 @@ static const struct ds_hw_ops ds_msr_ops __maybe_unused = {
 	.arm_pmi	= ds_msr_arm_pmi,
 	.ack_pmi	= ds_msr_ack_pmi,
 	.restore_pmi	= ds_msr_restore_pmi,
+	.swap_pebs_data_cfg = ds_msr_swap_pebs_data_cfg,
 	.map		= ds_msr_map,
 	.unmap		= ds_msr_unmap,
 	.flush		= ds_msr_flush,
@@ -473,6 +486,7 @@ DEFINE_STATIC_CALL(ds_hw_write_ds_area, ds_msr_write_ds_area);
 DEFINE_STATIC_CALL(ds_hw_arm_pmi, ds_msr_arm_pmi);
 DEFINE_STATIC_CALL(ds_hw_ack_pmi, ds_msr_ack_pmi);
 DEFINE_STATIC_CALL(ds_hw_restore_pmi, ds_msr_restore_pmi);
+DEFINE_STATIC_CALL(ds_hw_swap_pebs_data_cfg, ds_msr_swap_pebs_data_cfg);
 DEFINE_STATIC_CALL(ds_hw_map, ds_msr_map);
 DEFINE_STATIC_CALL(ds_hw_unmap, ds_msr_unmap);
 DEFINE_STATIC_CALL(ds_hw_flush, ds_msr_flush);
@@ -486,6 +500,7 @@ static void __maybe_unused ds_hw_install(const struct ds_hw_ops *ops)
 	static_call_update(ds_hw_arm_pmi, ops->arm_pmi);
 	static_call_update(ds_hw_ack_pmi, ops->ack_pmi);
 	static_call_update(ds_hw_restore_pmi, ops->restore_pmi);
+	static_call_update(ds_hw_swap_pebs_data_cfg, ops->swap_pebs_data_cfg);
 	static_call_update(ds_hw_map, ops->map);
 	static_call_update(ds_hw_unmap, ops->unmap);
 	static_call_update(ds_hw_flush, ops->flush);
@@ -502,6 +517,12 @@ static size_t ds_hw_record_size(enum ds_kind kind)
 	if (!ds_caps.pebs || ds_caps.pebs_format >= DS_PEBS_NR_FORMATS)
 		return 0;
 	return ds_pebs_record_words[ds_caps.pebs_format] * sizeof(u64);
+}
+
+/* Adaptive PEBS: the record's groups follow MSR_PEBS_DATA_CFG. */
+static bool ds_pebs_adaptive(void)
+{
+	return ds_caps.pebs && ds_caps.pebs_format >= DS_PEBS_FMT_ICL;
 }
 
 static void ds_probe(void)
@@ -1078,6 +1099,14 @@ static void ds_cpu_arm(struct ds_cpu *dc)
 		return;
 	static_call(ds_hw_write_ds_area)(dc->area_hw);
 	dc->lvtpc = static_call(ds_hw_arm_pmi)();
+	/*
+	 * Adaptive PEBS writes the groups MSR_PEBS_DATA_CFG selects, which
+	 * perf programs for its events and may have left set: ours are the
+	 * basic group alone, whose size the record formats assume. perf
+	 * caches the value it wrote, so it gets it back at the disarm.
+	 */
+	if (ds_pebs_adaptive())
+		dc->pebs_data_cfg = static_call(ds_hw_swap_pebs_data_cfg)(0);
 	/* The NMI handler may look at the area from now on. */
 	WRITE_ONCE(dc->armed, true);
 	ds_cpu_start(dc, current);
@@ -1093,6 +1122,8 @@ static void ds_cpu_disarm(struct ds_cpu *dc)
 	WRITE_ONCE(dc->armed, false);
 	static_call(ds_hw_write_ds_area)(0);
 	static_call(ds_hw_restore_pmi)(dc->lvtpc);
+	if (ds_pebs_adaptive())
+		static_call(ds_hw_swap_pebs_data_cfg)(dc->pebs_data_cfg);
 }
 
 /* Make this CPU's hardware match the published state; IPI callback. */

@@ -67,6 +67,9 @@ static DEFINE_PER_CPU(unsigned long, ds_sim_ds_area);
 static DEFINE_PER_CPU(u32, ds_sim_lvtpc);
 #define DS_SIM_LVTPC_BEFORE	(APIC_LVT_MASKED | 0xfe)
 #define DS_SIM_LVTPC_NMI	APIC_DM_NMI
+/* MSR_PEBS_DATA_CFG: groups perf left selected, as a CPU would keep them. */
+static DEFINE_PER_CPU(u64, ds_sim_pebs_data_cfg);
+#define DS_SIM_PERF_DATA_CFG	0x7
 static atomic_t ds_sim_pmis;
 /* The simulated CPU holds its threshold PMI back (skid), for good. */
 static bool ds_sim_skid;
@@ -143,6 +146,11 @@ static void ds_sim_ack_pmi(void)
 static void ds_sim_restore_pmi(u32 lvtpc)
 {
 	this_cpu_write(ds_sim_lvtpc, lvtpc);
+}
+
+static u64 ds_sim_swap_pebs_data_cfg(u64 val)
+{
+	return this_cpu_xchg(ds_sim_pebs_data_cfg, val);
 }
 
 /* The state of the cpu_entry_area slot at @cea. */
@@ -286,6 +294,7 @@ static const struct ds_hw_ops ds_sim_ops = {
 	.arm_pmi	= ds_sim_arm_pmi,
 	.ack_pmi	= ds_sim_ack_pmi,
 	.restore_pmi	= ds_sim_restore_pmi,
+	.swap_pebs_data_cfg = ds_sim_swap_pebs_data_cfg,
 	.map		= ds_sim_map,
 	.unmap		= ds_sim_unmap,
 	.flush		= ds_sim_flush,
@@ -494,6 +503,7 @@ static void ds_test_install(struct ds_hw_caps caps)
 	for_each_possible_cpu(cpu) {
 		per_cpu(ds_sim_debugctl, cpu) = DS_SIM_OTHER_BITS;
 		per_cpu(ds_sim_lvtpc, cpu) = DS_SIM_LVTPC_BEFORE;
+		per_cpu(ds_sim_pebs_data_cfg, cpu) = DS_SIM_PERF_DATA_CFG;
 	}
 	mutex_unlock(&ds_mutex);
 }
@@ -576,6 +586,8 @@ static void ds_test_expect_idle(struct kunit *test, struct ds_test *dt)
 		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
 		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_lvtpc, cpu),
 				DS_SIM_LVTPC_BEFORE);
+		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_pebs_data_cfg, cpu),
+				DS_SIM_PERF_DATA_CFG);
 		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_slots, cpu)[DS_BTS],
 				DS_SIM_SLOT_CLEAN);
 		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_slots, cpu)[DS_PEBS],
@@ -862,6 +874,26 @@ static void ds_test_refused_while_perf_waits(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, cpu_err, -EBUSY);
 	/* And granted once none waits. */
 	KUNIT_EXPECT_FALSE(test, IS_ERR(ds_test_task(test, &cfg)));
+}
+
+/*
+ * On adaptive PEBS the record's groups follow MSR_PEBS_DATA_CFG, which
+ * perf may have left set: an armed CPU has it cleared (the basic group the
+ * record size assumes), and the disarm gives perf's value back.
+ */
+static void ds_test_pebs_data_cfg(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer;
+	int cpu;
+
+	tracer = ds_test_keep(test, ds_request_pebs_cpu(0, &cfg));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	for_each_online_cpu(cpu)
+		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_pebs_data_cfg, cpu), 0);
+	ds_test_release(test, tracer);
+	ds_test_end_linger();
+	/* ds_test_exit() expects perf's value back on every CPU. */
 }
 
 /* A second reservation is refused: one release would drop both. */
@@ -2649,6 +2681,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_perf_refused),
 	KUNIT_CASE(ds_test_perf_during_teardown),
 	KUNIT_CASE(ds_test_perf_reserve_twice),
+	KUNIT_CASE(ds_test_pebs_data_cfg),
 	KUNIT_CASE(ds_test_refused_while_perf_waits),
 	KUNIT_CASE(ds_test_release_lingers),
 	KUNIT_CASE(ds_test_teardown_flushes_once),
