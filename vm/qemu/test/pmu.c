@@ -9,6 +9,7 @@
 #include "kernel.h"
 
 extern void pmu_loop(u64 n);
+extern void pmu_rep(u64 n);
 extern char pmu_loop_dec[], pmu_loop_jnz[], pmu_loop_ret[];
 extern char user_loop_short[], user_loop_long[], user_ud[], user_rdpmc[];
 extern volatile u64 user_pmc;
@@ -105,6 +106,44 @@ static void test_kernel_counts(void)
 	}
 	tap(s.gp_insns == 0 && l.gp_insns == 0,
 	    "PMU: a USR-only counter counts nothing at CPL 0");
+}
+
+/* A REP string instruction retires once, however many iterations. */
+static void test_rep_once(void)
+{
+	struct counts s, l;
+
+	pmu_on(FIXED_OS);
+	pmu_rep(1);
+	pmu_read(&s);
+	pmu_on(FIXED_OS);
+	pmu_rep(PMU_SHORT);
+	pmu_read(&l);
+	tap(s.insns == l.insns,
+	    "PMU: REP STOSB retires once, for 1 byte as for 100");
+	if (s.insns != l.insns) {
+		diag_hex("1 byte", s.insns);
+		diag_hex("100 bytes", l.insns);
+	}
+}
+
+/*
+ * perf's precise cycles on Skylake: INST_RETIRED with INV and CMASK 16,
+ * cycles in which fewer than 16 instructions retire, which is every one.
+ */
+static void test_cycles_alias(void)
+{
+	u64 v;
+
+	pmu_off();
+	wrmsr(MSR_PERFEVTSEL0, EVENT_INSNS | EVTSEL_EN | EVTSEL_OS |
+	      (1 << 23) | (16ULL << 24));
+	wrmsr(MSR_GLOBAL_CTRL, 1);
+	pmu_loop(PMU_CYCLES_LOOP);
+	wrmsr(MSR_GLOBAL_CTRL, 0);
+	v = rdmsr(MSR_IA32_PMC0);
+	pmu_off();
+	tap(v > 0, "PMU: INST_RETIRED with INV and CMASK (perf's cycles:pp on Skylake) counts cycles");
 }
 
 /*
@@ -241,6 +280,8 @@ static void test_freeze(void)
 	tap(pmi_count == 1 && (status & GLOBAL_CTR_FRZ) && after == frozen &&
 	    thawed > after + 2 * PMU_LONG,
 	    "PMU: FREEZE_PERFMON_ON_PMI: the PMI sets CTR_FRZ and stops the counters until it is cleared");
+	/* The frozen stretch must not leave code uncounted once thawed. */
+	test_kernel_counts();
 	if (!(status & GLOBAL_CTR_FRZ) || after != frozen) {
 		diag_hex("status", status);
 		diag_hex("frozen", frozen);
@@ -493,6 +534,8 @@ void test_pmu_counts(void)
 	if (!rd.arch_pmu)
 		return;
 	test_kernel_counts();
+	test_rep_once();
+	test_cycles_alias();
 	test_cycles();
 	test_user_counts();
 	test_faults_not_counted();

@@ -36,3 +36,10 @@ GLABEL user_ud
 	ud2
 	nop
 	int	$USER_EXIT_VECTOR
+
+/* pmu_rep(n = %rdi >= 1): MOV, REP STOSB of n bytes at SPARE_PAGE, RET. */
+GLABEL pmu_rep
+	movq	%rdi, %rcx
+	movl	$SPARE_PAGE, %edi
+	rep stosb
+	ret
