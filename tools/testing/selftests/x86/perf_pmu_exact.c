@@ -64,6 +64,54 @@ asm(".pushsection .text\n"
 void pmu_loop(unsigned long n);
 extern char pmu_loop_jnz[], pmu_loop_end[];
 
+/*
+ * Under emulation a PMI takes long, and perf lowers its sample rate and
+ * throttles events that interrupt too often: samples go missing. The
+ * sampling cases lift both limits (as root; restored after), and count
+ * any throttling that happened all the same.
+ */
+#define SAMPLE_RATE_MAX		"/proc/sys/kernel/perf_event_max_sample_rate"
+#define CPU_TIME_MAX		"/proc/sys/kernel/perf_cpu_time_max_percent"
+#define UNTHROTTLED_RATE	"1000000"
+
+static bool sysctl_swap(const char *path, const char *val, char *old,
+			size_t len)
+{
+	FILE *f = fopen(path, "r+");
+	bool ok;
+
+	if (!f)
+		return false;
+	ok = fgets(old, len, f) && !fseek(f, 0, SEEK_SET) &&
+	     fputs(val, f) >= 0;
+	return !fclose(f) && ok;
+}
+
+struct unthrottled {
+	char rate[32];
+	char cpu_time[32];
+	bool done;
+};
+
+/* The rate first: perf refuses it while the CPU time limit is off. */
+static void unthrottle(struct unthrottled *u)
+{
+	u->done = sysctl_swap(SAMPLE_RATE_MAX, UNTHROTTLED_RATE, u->rate,
+			      sizeof(u->rate)) &&
+		  sysctl_swap(CPU_TIME_MAX, "0", u->cpu_time,
+			      sizeof(u->cpu_time));
+}
+
+static void rethrottle(struct unthrottled *u)
+{
+	char dummy[32];
+
+	if (!u->done)
+		return;
+	sysctl_swap(CPU_TIME_MAX, u->cpu_time, dummy, sizeof(dummy));
+	sysctl_swap(SAMPLE_RATE_MAX, u->rate, dummy, sizeof(dummy));
+}
+
 static int perf_open(struct perf_event_attr *attr, pid_t pid, int group)
 {
 	return syscall(SYS_perf_event_open, attr, pid, -1, group, 0);
@@ -262,9 +310,10 @@ TEST(samples_in_loop)
 {
 	size_t len = (RING_PAGES + 1) * getpagesize();
 	const struct perf_event_mmap_page *meta;
-	unsigned long in_loop = 0, samples = 0, expected;
+	unsigned long in_loop = 0, samples = 0, throttled = 0, expected;
 	const struct perf_event_header *ev;
 	struct perf_event_attr attr;
+	struct unthrottled u;
 	__u64 head, off;
 	char *ring;
 	int fd;
@@ -275,6 +324,8 @@ TEST(samples_in_loop)
 	attr.disabled = 1;
 	attr.sample_period = SAMPLE_PERIOD;
 	attr.sample_type = PERF_SAMPLE_IP;
+	unthrottle(&u);
+	ASSERT_TRUE(u.done);
 	fd = perf_open(&attr, 0, -1);
 	ASSERT_LE(0, fd);
 	ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -283,6 +334,7 @@ TEST(samples_in_loop)
 	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_ENABLE, 0));
 	pmu_loop(SAMPLE_LOOPS);
 	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_DISABLE, 0));
+	rethrottle(&u);
 
 	meta = (const void *)ring;
 	head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
@@ -291,6 +343,7 @@ TEST(samples_in_loop)
 		const __u64 *ip;
 
 		ev = (const void *)(ring + getpagesize() + off);
+		throttled += ev->type == PERF_RECORD_THROTTLE;
 		if (ev->type != PERF_RECORD_SAMPLE)
 			continue;
 		ip = (const void *)(ev + 1);
@@ -299,6 +352,7 @@ TEST(samples_in_loop)
 			   *ip < (unsigned long)pmu_loop_end;
 	}
 	expected = 2 * SAMPLE_LOOPS / SAMPLE_PERIOD;
+	EXPECT_EQ(0, throttled);
 	EXPECT_LE(expected, samples);
 	EXPECT_GE(expected + 2, samples);
 	EXPECT_LE(samples - 2, in_loop)
@@ -318,7 +372,9 @@ TEST(precise_samples)
 	unsigned long samples = 0, dec = 0, jnz = 0, elsewhere = 0;
 	const struct perf_event_mmap_page *meta;
 	const struct perf_event_header *ev;
+	unsigned long throttled = 0;
 	struct perf_event_attr attr;
+	struct unthrottled u;
 	__u64 head, off;
 	char *ring;
 	int fd;
@@ -334,12 +390,15 @@ TEST(precise_samples)
 	if (fd < 0 && (errno == EOPNOTSUPP || errno == EINVAL))
 		SKIP(return, "no precise events (PEBS) on this CPU");
 	ASSERT_LE(0, fd);
+	unthrottle(&u);
+	ASSERT_TRUE(u.done);
 	ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	ASSERT_NE(MAP_FAILED, ring);
 
 	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_ENABLE, 0));
 	pmu_loop(SAMPLE_LOOPS);
 	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_DISABLE, 0));
+	rethrottle(&u);
 
 	meta = (const void *)ring;
 	head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
@@ -348,6 +407,7 @@ TEST(precise_samples)
 		__u64 ip;
 
 		ev = (const void *)(ring + getpagesize() + off);
+		throttled += ev->type == PERF_RECORD_THROTTLE;
 		if (ev->type != PERF_RECORD_SAMPLE)
 			continue;
 		ip = *(const __u64 *)(ev + 1);
@@ -361,6 +421,7 @@ TEST(precise_samples)
 			 ip < (unsigned long)pmu_loop_jnz + JNZ_SHORT)
 			elsewhere++;
 	}
+	EXPECT_EQ(0, throttled);
 	EXPECT_LE(2 * SAMPLE_LOOPS / SAMPLE_PERIOD, samples);
 	EXPECT_EQ(0, elsewhere);
 	EXPECT_LE(samples - 2, dec + jnz)
