@@ -25,6 +25,7 @@
 #include <linux/perf_event.h>
 
 #include "../kselftest_harness.h"
+#include "perf_pmu_exact.h"
 
 /* Iterations of the short and the long run. */
 #define LOOP_SHORT	1000
@@ -46,23 +47,6 @@
 
 #define NO_PMU_REASON \
 	"no hardware PMU for perf (on the BTS machine model: arch-pmu=on)"
-
-/* pmu_loop(n >= 1): n times DEC and JNZ, then RET. */
-asm(".pushsection .text\n"
-    ".globl pmu_loop\n"
-    ".type pmu_loop, @function\n"
-    "pmu_loop:\n"
-    "	dec %rdi\n"
-    ".globl pmu_loop_jnz\n"
-    "pmu_loop_jnz:\n"
-    "	jnz pmu_loop\n"
-    "	ret\n"
-    ".globl pmu_loop_end\n"
-    "pmu_loop_end:\n"
-    ".popsection\n");
-
-void pmu_loop(unsigned long n);
-extern char pmu_loop_jnz[], pmu_loop_end[];
 
 /*
  * Under emulation a PMI takes long, and perf lowers its sample rate and
@@ -150,7 +134,8 @@ FIXTURE_SETUP(counting)
 {
 	struct perf_event_attr attr;
 
-	self->insns = self->branches = -1;
+	self->insns = -1;
+	self->branches = -1;
 	if (!have_pmu())
 		SKIP(return, NO_PMU_REASON);
 	counting_attr(&attr, PERF_COUNT_HW_INSTRUCTIONS);
@@ -176,9 +161,8 @@ struct counts {
 	__u64 branches;
 };
 
-static __attribute__((noinline)) void
-count_loop(struct __test_metadata *_metadata, int group, unsigned long n,
-	   struct counts *c)
+static void count_loop(struct __test_metadata *_metadata, int group,
+		       unsigned long n, struct counts *c)
 {
 	struct {
 		__u64 nr;
@@ -199,6 +183,14 @@ count_loop(struct __test_metadata *_metadata, int group, unsigned long n,
 	c->branches = group_read.values[1];
 }
 
+/*
+ * Called through a pointer that another file could change, so that the
+ * compiler cannot inline it into two call sites with different code
+ * around the loop.
+ */
+void (*count_loop_call)(struct __test_metadata *_metadata, int group,
+			unsigned long n, struct counts *c) = count_loop;
+
 /* User-mode instructions and branches retired by the loop, exactly. */
 TEST_F(counting, exact_loop)
 {
@@ -206,8 +198,8 @@ TEST_F(counting, exact_loop)
 	int round;
 
 	for (round = 0; round < ROUNDS; round++) {
-		count_loop(_metadata, self->insns, LOOP_SHORT, &s);
-		count_loop(_metadata, self->insns, LOOP_LONG, &l);
+		count_loop_call(_metadata, self->insns, LOOP_SHORT, &s);
+		count_loop_call(_metadata, self->insns, LOOP_LONG, &l);
 		EXPECT_EQ(2 * (LOOP_LONG - LOOP_SHORT), l.insns - s.insns)
 			TH_LOG("round %d: %llu and %llu instructions", round,
 			       s.insns, l.insns);
@@ -227,37 +219,34 @@ static __u64 rdpmc(unsigned int counter)
 
 /* The count through the mmapped page and RDPMC, as perf's self-monitoring does. */
 static __u64 read_self(struct __test_metadata *_metadata,
-		       volatile struct perf_event_mmap_page *pc)
+		       struct perf_event_mmap_page *pc)
 {
 	__u32 seq, index;
+	__u16 width;
 	__u64 count;
 	__s64 pmc;
 
 	do {
-		seq = pc->lock;
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		index = pc->index;
-		count = pc->offset;
+		seq = __atomic_load_n(&pc->lock, __ATOMIC_ACQUIRE);
+		index = __atomic_load_n(&pc->index, __ATOMIC_RELAXED);
+		count = __atomic_load_n(&pc->offset, __ATOMIC_RELAXED);
+		width = __atomic_load_n(&pc->pmc_width, __ATOMIC_RELAXED);
 		if (index) {
 			pmc = rdpmc(index - 1);
 			/* Sign-extend the counter's width. */
-			pmc <<= 64 - pc->pmc_width;
-			pmc >>= 64 - pc->pmc_width;
+			pmc <<= 64 - width;
+			pmc >>= 64 - width;
 			count += pmc;
 		}
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	} while (pc->lock != seq);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	} while (__atomic_load_n(&pc->lock, __ATOMIC_RELAXED) != seq);
 	EXPECT_NE(0, index);
 	return count;
 }
 
-/*
- * The loop between two reads, in one function for both lengths: inlined
- * at separate call sites, the code around the loop could differ.
- */
-static __attribute__((noinline)) __u64
-rdpmc_run(struct __test_metadata *_metadata,
-	  volatile struct perf_event_mmap_page *pc, unsigned long n)
+/* The loop between two reads. */
+static __u64 rdpmc_run(struct __test_metadata *_metadata,
+		       struct perf_event_mmap_page *pc, unsigned long n)
 {
 	__u64 before = read_self(_metadata, pc);
 
@@ -265,10 +254,15 @@ rdpmc_run(struct __test_metadata *_metadata,
 	return read_self(_metadata, pc) - before;
 }
 
+/* Not inlined, as count_loop_call. */
+__u64 (*rdpmc_run_call)(struct __test_metadata *_metadata,
+			struct perf_event_mmap_page *pc,
+			unsigned long n) = rdpmc_run;
+
 /* RDPMC at CPL 3 on the event's counter, through perf's mmapped page. */
 TEST(rdpmc_exact)
 {
-	volatile struct perf_event_mmap_page *pc;
+	struct perf_event_mmap_page *pc;
 	struct perf_event_attr attr;
 	bool exact = false;
 	__u64 s, l;
@@ -289,8 +283,8 @@ TEST(rdpmc_exact)
 	 * instructions count: one round of several must be undisturbed.
 	 */
 	for (round = 0; round < ROUNDS && !exact; round++) {
-		s = rdpmc_run(_metadata, pc, LOOP_SHORT);
-		l = rdpmc_run(_metadata, pc, LOOP_LONG);
+		s = rdpmc_run_call(_metadata, pc, LOOP_SHORT);
+		l = rdpmc_run_call(_metadata, pc, LOOP_LONG);
 		exact = l - s == 2 * (LOOP_LONG - LOOP_SHORT);
 		if (!exact)
 			TH_LOG("round %d: %llu and %llu instructions", round,
