@@ -295,35 +295,45 @@ TEST(rdpmc_exact)
 	close(fd);
 }
 
-/*
- * Sampling on retired instructions: the PMI of each overflow arrives with
- * some skid, but the loop is nearly all the run, so nearly all samples
- * are in it, and their number follows the period.
- */
-TEST(samples_in_loop)
+/* What the samples of one run of the loop were, by where their IP is. */
+struct sampled {
+	unsigned long samples;
+	unsigned long throttled;
+	unsigned long in_loop;		/* anywhere in pmu_loop */
+	unsigned long dec, jnz;		/* exactly on the DEC, the JNZ */
+	unsigned long elsewhere;	/* inside DEC or JNZ: no boundary */
+};
+
+static void sampled_add(struct sampled *sd, __u64 ip)
+{
+	sd->samples++;
+	sd->in_loop += ip >= (unsigned long)pmu_loop &&
+		       ip < (unsigned long)pmu_loop_end;
+	if (ip == (unsigned long)pmu_loop)
+		sd->dec++;
+	else if (ip == (unsigned long)pmu_loop_jnz)
+		sd->jnz++;
+	else if (ip > (unsigned long)pmu_loop &&
+		 ip < (unsigned long)pmu_loop_jnz + JNZ_SHORT)
+		sd->elsewhere++;
+}
+
+/* Run the loop under the sampling event @fd, throttling lifted. */
+static void sample_loop(struct __test_metadata *_metadata, int fd,
+			struct sampled *sd)
 {
 	size_t len = (RING_PAGES + 1) * getpagesize();
 	const struct perf_event_mmap_page *meta;
-	unsigned long in_loop = 0, samples = 0, throttled = 0, expected;
 	const struct perf_event_header *ev;
-	struct perf_event_attr attr;
 	struct unthrottled u;
 	__u64 head, off;
 	char *ring;
-	int fd;
 
-	if (!have_pmu())
-		SKIP(return, NO_PMU_REASON);
-	counting_attr(&attr, PERF_COUNT_HW_INSTRUCTIONS);
-	attr.disabled = 1;
-	attr.sample_period = SAMPLE_PERIOD;
-	attr.sample_type = PERF_SAMPLE_IP;
-	unthrottle(&u);
-	ASSERT_TRUE(u.done);
-	fd = perf_open(&attr, 0, -1);
-	ASSERT_LE(0, fd);
+	memset(sd, 0, sizeof(*sd));
 	ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	ASSERT_NE(MAP_FAILED, ring);
+	unthrottle(&u);
+	ASSERT_TRUE(u.done);
 
 	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_ENABLE, 0));
 	pmu_loop(SAMPLE_LOOPS);
@@ -334,24 +344,46 @@ TEST(samples_in_loop)
 	head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
 	ASSERT_LE(head, RING_PAGES * getpagesize());
 	for (off = 0; off < head; off += ev->size) {
-		const __u64 *ip;
-
 		ev = (const void *)(ring + getpagesize() + off);
-		throttled += ev->type == PERF_RECORD_THROTTLE;
-		if (ev->type != PERF_RECORD_SAMPLE)
-			continue;
-		ip = (const void *)(ev + 1);
-		samples++;
-		in_loop += *ip >= (unsigned long)pmu_loop &&
-			   *ip < (unsigned long)pmu_loop_end;
+		sd->throttled += ev->type == PERF_RECORD_THROTTLE;
+		if (ev->type == PERF_RECORD_SAMPLE)
+			sampled_add(sd, *(const __u64 *)(ev + 1));
 	}
-	expected = 2 * SAMPLE_LOOPS / SAMPLE_PERIOD;
-	EXPECT_EQ(0, throttled);
-	EXPECT_LE(expected, samples);
-	EXPECT_GE(expected + 2, samples);
-	EXPECT_LE(samples - 2, in_loop)
-		TH_LOG("%lu of %lu samples in the loop", in_loop, samples);
 	munmap(ring, len);
+}
+
+static void sampling_attr(struct perf_event_attr *attr)
+{
+	counting_attr(attr, PERF_COUNT_HW_INSTRUCTIONS);
+	attr->disabled = 1;
+	attr->sample_period = SAMPLE_PERIOD;
+	attr->sample_type = PERF_SAMPLE_IP;
+}
+
+/*
+ * Sampling on retired instructions: the PMI of each overflow arrives with
+ * some skid, but the loop is nearly all the run, so nearly all samples
+ * are in it, and their number follows the period.
+ */
+TEST(samples_in_loop)
+{
+	unsigned long expected = 2 * SAMPLE_LOOPS / SAMPLE_PERIOD;
+	struct perf_event_attr attr;
+	struct sampled sd;
+	int fd;
+
+	if (!have_pmu())
+		SKIP(return, NO_PMU_REASON);
+	sampling_attr(&attr);
+	fd = perf_open(&attr, 0, -1);
+	ASSERT_LE(0, fd);
+	sample_loop(_metadata, fd, &sd);
+	EXPECT_EQ(0, sd.throttled);
+	EXPECT_LE(expected, sd.samples);
+	EXPECT_GE(expected + 2, sd.samples);
+	EXPECT_LE(sd.samples - 2, sd.in_loop)
+		TH_LOG("%lu of %lu samples in the loop", sd.in_loop,
+		       sd.samples);
 	close(fd);
 }
 
@@ -362,67 +394,27 @@ TEST(samples_in_loop)
  */
 TEST(precise_samples)
 {
-	size_t len = (RING_PAGES + 1) * getpagesize();
-	unsigned long samples = 0, dec = 0, jnz = 0, elsewhere = 0;
-	const struct perf_event_mmap_page *meta;
-	const struct perf_event_header *ev;
-	unsigned long throttled = 0;
 	struct perf_event_attr attr;
-	struct unthrottled u;
-	__u64 head, off;
-	char *ring;
+	struct sampled sd;
 	int fd;
 
 	if (!have_pmu())
 		SKIP(return, NO_PMU_REASON);
-	counting_attr(&attr, PERF_COUNT_HW_INSTRUCTIONS);
-	attr.disabled = 1;
-	attr.sample_period = SAMPLE_PERIOD;
-	attr.sample_type = PERF_SAMPLE_IP;
+	sampling_attr(&attr);
 	attr.precise_ip = 2;
 	fd = perf_open(&attr, 0, -1);
 	if (fd < 0 && (errno == EOPNOTSUPP || errno == EINVAL))
 		SKIP(return, "no precise events (PEBS) on this CPU");
 	ASSERT_LE(0, fd);
-	unthrottle(&u);
-	ASSERT_TRUE(u.done);
-	ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	ASSERT_NE(MAP_FAILED, ring);
-
-	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_ENABLE, 0));
-	pmu_loop(SAMPLE_LOOPS);
-	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_DISABLE, 0));
-	rethrottle(&u);
-
-	meta = (const void *)ring;
-	head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-	ASSERT_LE(head, RING_PAGES * getpagesize());
-	for (off = 0; off < head; off += ev->size) {
-		__u64 ip;
-
-		ev = (const void *)(ring + getpagesize() + off);
-		throttled += ev->type == PERF_RECORD_THROTTLE;
-		if (ev->type != PERF_RECORD_SAMPLE)
-			continue;
-		ip = *(const __u64 *)(ev + 1);
-		samples++;
-		if (ip == (unsigned long)pmu_loop)
-			dec++;
-		else if (ip == (unsigned long)pmu_loop_jnz)
-			jnz++;
-		/* Inside DEC or JNZ, no instruction boundary: off. */
-		else if (ip > (unsigned long)pmu_loop &&
-			 ip < (unsigned long)pmu_loop_jnz + JNZ_SHORT)
-			elsewhere++;
-	}
-	EXPECT_EQ(0, throttled);
-	EXPECT_LE(2 * SAMPLE_LOOPS / SAMPLE_PERIOD, samples);
-	EXPECT_EQ(0, elsewhere);
-	EXPECT_LE(samples - 2, dec + jnz)
-		TH_LOG("%lu samples: %lu DEC, %lu JNZ", samples, dec, jnz);
-	EXPECT_NE(0, dec);
-	EXPECT_NE(0, jnz);
-	munmap(ring, len);
+	sample_loop(_metadata, fd, &sd);
+	EXPECT_EQ(0, sd.throttled);
+	EXPECT_LE(2 * SAMPLE_LOOPS / SAMPLE_PERIOD, sd.samples);
+	EXPECT_EQ(0, sd.elsewhere);
+	EXPECT_LE(sd.samples - 2, sd.dec + sd.jnz)
+		TH_LOG("%lu samples: %lu DEC, %lu JNZ", sd.samples, sd.dec,
+		       sd.jnz);
+	EXPECT_NE(0, sd.dec);
+	EXPECT_NE(0, sd.jnz);
 	close(fd);
 }
 
