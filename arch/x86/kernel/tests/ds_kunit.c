@@ -1396,6 +1396,27 @@ static void ds_test_power_cycle(void)
 }
 
 /*
+ * Stay on this CPU (migration off until the case enables it) with a
+ * per-CPU tracer of it, as the syscore ops find the boot CPU; NULL if the
+ * request failed.
+ */
+static struct ds_cpu *ds_test_pin_cpu_tracer(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer;
+
+	migrate_disable();
+	tracer = ds_test_keep(test, ds_request_bts_cpu(smp_processor_id(),
+						       &cfg));
+	if (IS_ERR(tracer)) {
+		migrate_enable();
+		KUNIT_FAIL(test, "request: %ld", PTR_ERR(tracer));
+		return NULL;
+	}
+	return this_cpu_ptr(&ds_cpus);
+}
+
+/*
  * The syscore ops run without the CPU hotplug lock: a teardown may have
  * cleared ds_hw_active and not yet sent its disarm IPI when the boot CPU
  * suspends. Suspend, resume and the late IPI must leave the CPU disarmed
@@ -1403,22 +1424,14 @@ static void ds_test_power_cycle(void)
  */
 static void ds_test_syscore_during_teardown(struct kunit *test)
 {
-	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
-	struct ds_tracer *tracer;
 	unsigned long area;
 	struct ds_cpu *dc;
 	bool armed;
 	u32 lvtpc;
 
-	migrate_disable();
-	dc = this_cpu_ptr(&ds_cpus);
-	tracer = ds_test_keep(test, ds_request_bts_cpu(smp_processor_id(),
-						       &cfg));
-	if (IS_ERR(tracer)) {
-		migrate_enable();
-		KUNIT_FAIL(test, "request: %ld", PTR_ERR(tracer));
+	dc = ds_test_pin_cpu_tracer(test);
+	if (!dc)
 		return;
-	}
 	local_irq_disable();
 	WRITE_ONCE(ds_hw_active, false);
 	ds_syscore_suspend(NULL);
@@ -1446,21 +1459,13 @@ static void ds_test_syscore_during_teardown(struct kunit *test)
  */
 static void ds_test_syscore_during_setup(struct kunit *test)
 {
-	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
 	bool armed_at_resume, armed;
 	u32 lvtpc_at_resume, lvtpc;
-	struct ds_tracer *tracer;
 	struct ds_cpu *dc;
 
-	migrate_disable();
-	dc = this_cpu_ptr(&ds_cpus);
-	tracer = ds_test_keep(test, ds_request_bts_cpu(smp_processor_id(),
-						       &cfg));
-	if (IS_ERR(tracer)) {
-		migrate_enable();
-		KUNIT_FAIL(test, "request: %ld", PTR_ERR(tracer));
+	dc = ds_test_pin_cpu_tracer(test);
+	if (!dc)
 		return;
-	}
 	local_irq_disable();
 	/* The arm IPI has not come yet. */
 	ds_cpu_disarm_ipi(NULL);
