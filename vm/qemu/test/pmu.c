@@ -217,15 +217,19 @@ static void test_faults_not_counted(void)
 	}
 }
 
-static void test_overflow_pmi(void)
+/*
+ * General counter GP_INSNS, 500 instructions short of wrapping, with INT
+ * and a PMI handler, over a loop of 2 * PMU_LONG instructions with
+ * interrupts on: it wraps in the loop. @debugctl is written first.
+ */
+static void overflow_in_loop(u64 debugctl)
 {
-	u64 status, value;
-	u32 lvtpc;
-
 	pmu_off();
 	set_gate(PMI_VECTOR, pmi_handler, 0);
 	apic_write(APIC_LVTPC, PMI_VECTOR);
 	pmi_count = 0;
+	if (debugctl)
+		wrmsr(MSR_DEBUGCTL, debugctl);
 	wrmsr(MSR_IA32_PMC0 + GP_INSNS, (1ULL << 48) - 500);
 	wrmsr(MSR_PERFEVTSEL0 + GP_INSNS,
 	      EVENT_INSNS | EVTSEL_EN | EVTSEL_OS | EVTSEL_INT);
@@ -233,6 +237,14 @@ static void test_overflow_pmi(void)
 	asm volatile("sti");
 	pmu_loop(PMU_LONG);
 	asm volatile("cli");
+}
+
+static void test_overflow_pmi(void)
+{
+	u64 status, value;
+	u32 lvtpc;
+
+	overflow_in_loop(0);
 	wrmsr(MSR_GLOBAL_CTRL, 0);
 	status = rdmsr(MSR_GLOBAL_STATUS);
 	value = rdmsr(MSR_IA32_PMC0 + GP_INSNS);
@@ -257,18 +269,7 @@ static void test_freeze(void)
 {
 	u64 status, frozen, after, thawed;
 
-	pmu_off();
-	set_gate(PMI_VECTOR, pmi_handler, 0);
-	apic_write(APIC_LVTPC, PMI_VECTOR);
-	pmi_count = 0;
-	wrmsr(MSR_DEBUGCTL, DEBUGCTL_FREEZE_PERFMON_ON_PMI);
-	wrmsr(MSR_IA32_PMC0 + GP_INSNS, (1ULL << 48) - 500);
-	wrmsr(MSR_PERFEVTSEL0 + GP_INSNS,
-	      EVENT_INSNS | EVTSEL_EN | EVTSEL_OS | EVTSEL_INT);
-	wrmsr(MSR_GLOBAL_CTRL, 1ULL << GP_INSNS);
-	asm volatile("sti");
-	pmu_loop(PMU_LONG);
-	asm volatile("cli");
+	overflow_in_loop(DEBUGCTL_FREEZE_PERFMON_ON_PMI);
 	status = rdmsr(MSR_GLOBAL_STATUS);
 	frozen = rdmsr(MSR_IA32_PMC0 + GP_INSNS);
 	pmu_loop(PMU_LONG);
