@@ -405,9 +405,18 @@ static u32 ds_msr_arm_pmi(void)
 	return old;
 }
 
-/* Many CPUs mask LVTPC when they deliver a PMI. */
+/*
+ * Many CPUs mask LVTPC when they deliver a PMI. A PEBS threshold also sets
+ * GLOBAL_STATUS.OvfBuffer, which stays set until software clears it: clear
+ * it, as perf does for its own buffer, or perf's PMI handler finds it
+ * later and takes it for a PEBS interrupt of its own.
+ */
 static void ds_msr_ack_pmi(void)
 {
+	if (boot_cpu_has(X86_FEATURE_PEBS) &&
+	    boot_cpu_has(X86_FEATURE_ARCH_PERFMON))
+		wrmsrl(MSR_CORE_PERF_GLOBAL_OVF_CTRL,
+		       MSR_CORE_PERF_GLOBAL_OVF_CTRL_OVF_BUF);
 	apic_write(APIC_LVTPC, APIC_DM_NMI);
 }
 
@@ -907,7 +916,18 @@ static void ds_stage_program(struct ds_cpu *dc, enum ds_kind kind,
 
 	part->base = base;
 	part->index = base;
-	if (!tracer) {
+	static_assert(sizeof_field(struct debug_store, pebs_event_reset) ==
+		      sizeof_field(struct ds_tracer, pebs_reset));
+	/* The counters reload from these also while nothing fits. */
+	if (tracer && kind == DS_PEBS)
+		memcpy(dc->area->pebs_event_reset, tracer->pebs_reset,
+		       sizeof(tracer->pebs_reset));
+	/*
+	 * BTS stops through DEBUGCTL (ds_bts_bits()); PEBS runs as long as
+	 * the client's counters do, so a suspended or paused PEBS tracer
+	 * gets no room: the CPU drops its records, as it stores no branch.
+	 */
+	if (!tracer || (kind == DS_PEBS && !ds_recording(tracer))) {
 		/* Nothing fits, and the threshold is out of reach. */
 		part->absmax = base;
 		part->threshold = base + rec;
@@ -915,11 +935,6 @@ static void ds_stage_program(struct ds_cpu *dc, enum ds_kind kind,
 	}
 	part->absmax = base + dc->stage_cap[kind] * rec;
 	part->threshold = base + ds_stage_threshold(dc, kind, tracer) * rec;
-	static_assert(sizeof_field(struct debug_store, pebs_event_reset) ==
-		      sizeof_field(struct ds_tracer, pebs_reset));
-	if (kind == DS_PEBS)
-		memcpy(dc->area->pebs_event_reset, tracer->pebs_reset,
-		       sizeof(tracer->pebs_reset));
 }
 
 static void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)

@@ -9,6 +9,11 @@
  * and checks the records the CPU stored, with page table isolation as the
  * kernel was booted. It needs a CPU that has BTS, such as the BTS machine
  * model (vm/qemu); elsewhere every case is skipped.
+ *
+ * The x86_ds_pebs suite does the same for PEBS: it programs general
+ * counter 0 itself to sample instructions retired in a known loop, and
+ * checks every record the CPU stored. It needs PEBS record format 3, such
+ * as the machine model's PMU (arch-pmu=on) has.
  */
 
 #include <kunit/test.h>
@@ -36,6 +41,8 @@
 
 #include <asm/ds.h>
 #include <asm/msr.h>
+#include <asm/nmi.h>
+#include <asm/perf_event.h>
 #include <asm/unistd.h>
 
 /* Taken jumps of a short run: the staging buffer holds them all. */
@@ -911,7 +918,690 @@ static struct kunit_suite ds_hw_test_suite = {
 	.test_cases	= ds_hw_test_cases,
 };
 
-kunit_test_suites(&ds_hw_test_suite);
+/* --- PEBS --- */
 
-MODULE_DESCRIPTION("KUnit tests for the Debug Store allocator on BTS hardware");
+/* Format 3 (Skylake): the only record layout this suite reads. */
+#define DS_PEBS_FORMAT		3
+/*
+ * Instructions per record. Far more than the code that the counter counts
+ * around the loop, the NMI of a threshold PMI included: see
+ * ds_pebs_iters().
+ */
+#define DS_PEBS_PERIOD		100000
+/* The records of a run; the staging buffer holds many more. */
+#define DS_PEBS_RECORDS		20
+#define DS_PEBS_SHORT_RECORDS	5
+/* The trace buffers, in records. */
+#define DS_PEBS_BIG_RECORDS	64
+#define DS_PEBS_TINY_RECORDS	4
+#define DS_PEBS_NOTIFY_RECORDS	16
+#define DS_PEBS_NOTIFY_THRESHOLD 8
+
+/* Counter 0 counts INST_RETIRED.ANY_P (event 0xc0, unit mask 0) in ring 0. */
+#define DS_PEBS_INST_RETIRED	0xc0
+#define DS_PEBS_EVTSEL		(DS_PEBS_INST_RETIRED |			\
+				 ARCH_PERFMON_EVENTSEL_OS |		\
+				 ARCH_PERFMON_EVENTSEL_ENABLE)
+/* Counter 0 in GLOBAL_CTRL, PEBS_ENABLE and a record's counters. */
+#define DS_PEBS_CTR0		BIT_ULL(0)
+/* IA32_PERF_CAPABILITIES: writes to IA32_PMCx set all the counter's bits. */
+#define DS_PEBS_CAP_FW_WRITES	BIT_ULL(13)
+/* CPUID leaf of the architectural PMU: the counters' width. */
+#define DS_PEBS_CPUID_PMU	0xa
+
+#define DS_PEBS_SKIP_REASON \
+	"needs PEBS: runs on the machine model with its PMU (make test: 'pmu', 'pmu-alt', 'busy')"
+
+/* A record of format 3, as the CPU stores it. */
+struct ds_pebs_record {
+	u64	flags;
+	u64	ip;		/* the next instruction: trap-like */
+	u64	ax, bx, cx, dx, si, di, bp, sp;
+	u64	r8, r9, r10, r11, r12, r13, r14, r15;
+	u64	status;		/* the counters it is for */
+	u64	dla;
+	u64	dse;
+	u64	lat;
+	u64	real_ip;	/* the eventing instruction */
+	u64	tsx;
+	u64	tsc;
+};
+
+/**
+ * struct ds_pebs_run - one sampled run of the loop
+ * @records: the records the run makes
+ * @dec:     filled in: the address of the loop's DEC
+ * @jnz:     filled in: the address of its JNZ, which jumps back to the DEC
+ * @ovf:     filled in: GLOBAL_STATUS.OvfBuffer was set after the run
+ */
+struct ds_pebs_run {
+	unsigned int	records;
+	unsigned long	dec;
+	unsigned long	jnz;
+	bool		ovf;
+};
+
+struct ds_pebs_test {
+	/* The tracers a case holds; the exit releases them. */
+	struct ds_tracer	*tracer;
+	struct ds_tracer	*task_tracer;
+	struct ds_tracer	*bts_tracer;
+	struct task_struct	*thread;
+	struct completion	thread_done;
+	struct ds_pebs_run	thread_run;
+	/* What the notify callback saw. */
+	struct completion	notified;
+	struct ds_tracer	*notified_tracer;
+	atomic_t		notifications;
+	bool			notified_in_irq;
+	/* Counter 0 is ours, not perf's. */
+	bool			counter_held;
+};
+
+/* The counter value a period before its wrap, in the counter's width. */
+static u64 ds_pebs_start(void)
+{
+	union cpuid10_eax eax;
+
+	eax.full = cpuid_eax(DS_PEBS_CPUID_PMU);
+	return -(u64)DS_PEBS_PERIOD & GENMASK_ULL(eax.split.bit_width - 1, 0);
+}
+
+/*
+ * The iterations of a run of @records records. The counter starts a
+ * period before its wrap, and the PEBS assist reloads it from the reset
+ * value with the same: a record every DS_PEBS_PERIOD instructions
+ * counted. The loop retires two per iteration; the counter also counts c
+ * more: the code between the WRMSRs that start and stop it, and the NMI
+ * of the threshold PMI when there is one, a few thousand instructions at
+ * most. Half a period of loop more than @records periods makes exactly
+ * @records records for any c below half a period, all in the loop.
+ */
+static unsigned long ds_pebs_iters(unsigned int records)
+{
+	return (unsigned long)records * DS_PEBS_PERIOD / 2 + DS_PEBS_PERIOD / 4;
+}
+
+/*
+ * The sampled code, assembly so that no compiler changes it: DEC and JNZ
+ * in turn, the iterations left in RCX, which every record holds.
+ */
+static noinline void ds_pebs_loop(struct ds_pebs_run *run)
+{
+	unsigned long n = ds_pebs_iters(run->records);
+	unsigned long dec, jnz;
+
+	asm volatile(DS_HW_LOAD_ADDR("1f", "[dec]")
+		     DS_HW_LOAD_ADDR("2f", "[jnz]")
+		     "1:	dec %[n]\n"
+		     "2:	jnz 1b\n"
+		     : [n] "+c" (n), [dec] "=&r" (dec), [jnz] "=&r" (jnz)
+		     : : "cc");
+	run->dec = dec;
+	run->jnz = jnz;
+}
+
+/*
+ * Sample the loop with counter 0 and PEBS on this CPU, then put back what
+ * the MSRs held. Interrupts are disabled: nothing but the loop, and an NMI,
+ * runs while the counter counts.
+ */
+static void ds_pebs_count(struct ds_pebs_run *run)
+{
+	u64 ctrl, evtsel, pebs, pmc, status;
+
+	lockdep_assert_irqs_disabled();
+
+	rdmsrl(MSR_CORE_PERF_GLOBAL_CTRL, ctrl);
+	rdmsrl(MSR_ARCH_PERFMON_EVENTSEL0, evtsel);
+	rdmsrl(MSR_IA32_PEBS_ENABLE, pebs);
+	rdmsrl(MSR_IA32_PMC0, pmc);
+
+	wrmsrl(MSR_CORE_PERF_GLOBAL_CTRL, ctrl & ~DS_PEBS_CTR0);
+	wrmsrl(MSR_IA32_PMC0, ds_pebs_start());
+	wrmsrl(MSR_ARCH_PERFMON_EVENTSEL0, DS_PEBS_EVTSEL);
+	wrmsrl(MSR_IA32_PEBS_ENABLE, pebs | DS_PEBS_CTR0);
+	wrmsrl(MSR_CORE_PERF_GLOBAL_CTRL, ctrl | DS_PEBS_CTR0);
+	ds_pebs_loop(run);
+	wrmsrl(MSR_CORE_PERF_GLOBAL_CTRL, ctrl & ~DS_PEBS_CTR0);
+	wrmsrl(MSR_IA32_PEBS_ENABLE, pebs);
+	wrmsrl(MSR_ARCH_PERFMON_EVENTSEL0, evtsel);
+	wrmsrl(MSR_IA32_PMC0, pmc);
+	wrmsrl(MSR_CORE_PERF_GLOBAL_CTRL, ctrl);
+
+	/* A threshold PMI came half a period ago: its handler acked it. */
+	rdmsrl(MSR_CORE_PERF_GLOBAL_STATUS, status);
+	run->ovf = status & GLOBAL_STATUS_BUFFER_OVF;
+}
+
+static void ds_pebs_count_ipi(void *arg)
+{
+	ds_pebs_count(arg);
+}
+
+/* A run of @records records on @cpu, from an IPI. */
+static void ds_pebs_run_on(struct kunit *test, int cpu, struct ds_pebs_run *run,
+			   unsigned int records)
+{
+	run->records = records;
+	KUNIT_ASSERT_EQ(test, smp_call_function_single(cpu, ds_pebs_count_ipi,
+						       run, 1), 0);
+}
+
+static void ds_pebs_geometry(struct kunit *test, struct ds_tracer *tracer,
+			     struct ds_geometry *geom)
+{
+	KUNIT_ASSERT_EQ(test, ds_get_geometry(tracer, geom), 0);
+	KUNIT_ASSERT_EQ(test, geom->kind, DS_PEBS);
+	KUNIT_ASSERT_EQ(test, geom->backend, DS_BACKEND_HARDWARE);
+	KUNIT_ASSERT_EQ(test, geom->format, DS_PEBS_FORMAT);
+	KUNIT_ASSERT_EQ(test, geom->record_size, sizeof(struct ds_pebs_record));
+	KUNIT_ASSERT_LE(test, geom->count, geom->capacity);
+}
+
+/**
+ * ds_pebs_expect_run() - check the records of one run
+ * @test:   the test
+ * @tracer: the tracer
+ * @first:  the trace buffer index of the first record to check
+ * @n:      the number of records to check
+ * @run:    the run
+ * @nth:    which of the run's records the first checked one is, from 0
+ *
+ * The k-th record of a run of R (from 0) is taken once k + 1 periods are
+ * counted: with c < DS_PEBS_PERIOD / 2 counted before the loop, after
+ * (k + 1) * DS_PEBS_PERIOD - c of its instructions, which leaves RCX at
+ * (R - 1 - k) * DS_PEBS_PERIOD / 2 + DS_PEBS_PERIOD / 4 + c / 2.
+ */
+static void ds_pebs_expect_run(struct kunit *test, struct ds_tracer *tracer,
+			       size_t first, size_t n,
+			       const struct ds_pebs_run *run, unsigned int nth)
+{
+	struct ds_pebs_record rec, prev = { };
+	u64 left;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		KUNIT_ASSERT_EQ(test, ds_read_record(tracer, first + i, &rec,
+						     sizeof(rec)),
+				(ssize_t)sizeof(rec));
+		/* The eventing instruction is the DEC or the JNZ... */
+		KUNIT_EXPECT_TRUE_MSG(test, rec.real_ip == run->dec ||
+				      rec.real_ip == run->jnz,
+				      "record %zu: eventing IP %llx", first + i,
+				      rec.real_ip);
+		/* ...and the IP the next one, a JNZ taken but at the end. */
+		KUNIT_EXPECT_EQ_MSG(test, rec.ip,
+				    rec.real_ip == run->dec ? run->jnz : run->dec,
+				    "record %zu", first + i);
+		KUNIT_EXPECT_TRUE(test, rec.status & DS_PEBS_CTR0);
+		KUNIT_EXPECT_FALSE(test, rec.flags & X86_EFLAGS_IF);
+		left = (u64)(run->records - 1 - nth - i) * DS_PEBS_PERIOD / 2;
+		KUNIT_EXPECT_GE_MSG(test, rec.cx, left + DS_PEBS_PERIOD / 4,
+				    "record %zu", first + i);
+		KUNIT_EXPECT_LT_MSG(test, rec.cx, left + DS_PEBS_PERIOD / 2,
+				    "record %zu", first + i);
+		if (i) {
+			KUNIT_EXPECT_GT(test, rec.tsc, prev.tsc);
+			KUNIT_EXPECT_EQ(test, prev.cx - rec.cx,
+					DS_PEBS_PERIOD / 2);
+		}
+		prev = rec;
+	}
+}
+
+/* Reload counter 0 with a period, as it starts; and read it back. */
+static void ds_pebs_set_reset(struct kunit *test, struct ds_tracer *tracer)
+{
+	u64 value;
+
+	KUNIT_ASSERT_EQ(test, ds_set_pebs_reset(tracer, 0, ds_pebs_start()), 0);
+	KUNIT_ASSERT_EQ(test, ds_get_pebs_reset(tracer, 0, &value), 0);
+	KUNIT_ASSERT_EQ(test, value, ds_pebs_start());
+	/* The other counters' stay. */
+	KUNIT_ASSERT_EQ(test, ds_get_pebs_reset(tracer, 1, &value), 0);
+	KUNIT_ASSERT_EQ(test, value, 0);
+}
+
+static struct ds_tracer *ds_pebs_request_cpu(struct kunit *test, int cpu,
+					     size_t records)
+{
+	struct ds_config cfg = {
+		.size		= records * sizeof(struct ds_pebs_record),
+		.overflow	= DS_OVERFLOW_WRAP,
+		.flags		= DS_KERNEL,
+		.backend	= DS_BACKEND_HARDWARE,
+	};
+	struct ds_tracer *tracer = ds_request_pebs_cpu(cpu, &cfg);
+
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, tracer);
+	ds_pebs_set_reset(test, tracer);
+	return tracer;
+}
+
+/*
+ * Each CPU's tracer gets exactly the records of the runs on that CPU;
+ * suspended, none; resumed, again.
+ */
+static void ds_pebs_test_cpu(struct kunit *test)
+{
+	struct ds_pebs_test *t = test->priv;
+	struct ds_geometry geom;
+	struct ds_pebs_run run;
+	unsigned int records;
+	int cpu, other;
+
+	for_each_online_cpu(cpu) {
+		t->tracer = ds_pebs_request_cpu(test, cpu, DS_PEBS_BIG_RECORDS);
+		other = cpumask_any_but(cpu_online_mask, cpu);
+		if (other < nr_cpu_ids)
+			ds_pebs_run_on(test, other, &run, DS_PEBS_RECORDS);
+		/* A different number of records on each CPU. */
+		records = DS_PEBS_RECORDS + 1 + cpu % DS_PEBS_RECORDS;
+		ds_pebs_run_on(test, cpu, &run, records);
+		KUNIT_EXPECT_FALSE(test, run.ovf);
+
+		ds_pebs_geometry(test, t->tracer, &geom);
+		KUNIT_EXPECT_EQ_MSG(test, geom.count, records, "CPU %d", cpu);
+		KUNIT_EXPECT_EQ(test, geom.lost, 0);
+		KUNIT_EXPECT_EQ(test, geom.status, 0);
+		KUNIT_EXPECT_EQ(test, geom.threshold, 0);
+		KUNIT_EXPECT_EQ(test, geom.capacity, DS_PEBS_BIG_RECORDS);
+		ds_pebs_expect_run(test, t->tracer, 0, geom.count, &run, 0);
+
+		KUNIT_ASSERT_EQ(test, ds_suspend(t->tracer), 0);
+		ds_pebs_run_on(test, cpu, &run, DS_PEBS_SHORT_RECORDS);
+		ds_pebs_geometry(test, t->tracer, &geom);
+		KUNIT_EXPECT_EQ(test, geom.count, records);
+		KUNIT_EXPECT_EQ(test, geom.lost, 0);
+		KUNIT_EXPECT_EQ(test, geom.status, DS_STATUS_SUSPENDED);
+
+		KUNIT_ASSERT_EQ(test, ds_resume(t->tracer), 0);
+		ds_pebs_run_on(test, cpu, &run, DS_PEBS_SHORT_RECORDS);
+		ds_pebs_geometry(test, t->tracer, &geom);
+		KUNIT_EXPECT_EQ(test, geom.count,
+				records + DS_PEBS_SHORT_RECORDS);
+		KUNIT_EXPECT_EQ(test, geom.status, 0);
+		ds_pebs_expect_run(test, t->tracer, records,
+				   DS_PEBS_SHORT_RECORDS, &run, 0);
+
+		ds_release(t->tracer);
+		t->tracer = NULL;
+	}
+}
+
+static int ds_pebs_thread(void *arg)
+{
+	struct ds_pebs_test *t = arg;
+	unsigned long flags;
+
+	local_irq_save(flags);
+	ds_pebs_count(&t->thread_run);
+	local_irq_restore(flags);
+	complete(&t->thread_done);
+	while (!kthread_should_stop()) {
+		set_current_state(TASK_INTERRUPTIBLE);
+		if (!kthread_should_stop())
+			schedule();
+		__set_current_state(TASK_RUNNING);
+	}
+	return 0;
+}
+
+/*
+ * A task's tracer gets the records of the task's run, wherever it runs,
+ * and none of this task's. The request's mode flags filter BTS only: PEBS
+ * samples what the client's event selector counts, here a kernel thread's
+ * kernel code.
+ */
+static void ds_pebs_test_task_kthread(struct kunit *test)
+{
+	struct ds_pebs_test *t = test->priv;
+	struct ds_config cfg = {
+		.size		= DS_PEBS_BIG_RECORDS *
+				  sizeof(struct ds_pebs_record),
+		.overflow	= DS_OVERFLOW_WRAP,
+		.flags		= DS_KERNEL,
+		.backend	= DS_BACKEND_HARDWARE,
+	};
+	struct task_struct *thread, *task;
+	struct ds_geometry geom;
+	struct ds_pebs_run run;
+	int cpu;
+
+	t->thread_run.records = DS_PEBS_RECORDS;
+	thread = kthread_create(ds_pebs_thread, t, "ds_pebs_test");
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, thread);
+	t->thread = thread;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(thread, &cfg)),
+			-EINVAL);
+	cfg.flags = DS_USER;
+	t->task_tracer = ds_request_pebs_task(thread, &cfg);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, t->task_tracer);
+	ds_pebs_set_reset(test, t->task_tracer);
+	task = ds_tracer_task(t->task_tracer);
+	KUNIT_EXPECT_PTR_EQ(test, task, thread);
+	if (task)
+		put_task_struct(task);
+
+	/* Not the traced task: its records go nowhere, on any CPU. */
+	for_each_online_cpu(cpu)
+		ds_pebs_run_on(test, cpu, &run, DS_PEBS_SHORT_RECORDS);
+	ds_pebs_geometry(test, t->task_tracer, &geom);
+	KUNIT_EXPECT_EQ(test, geom.count, 0);
+
+	wake_up_process(thread);
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&t->thread_done,
+							  DS_HW_TIMEOUT), 0UL);
+	ds_pebs_geometry(test, t->task_tracer, &geom);
+	KUNIT_EXPECT_EQ(test, geom.count, DS_PEBS_RECORDS);
+	KUNIT_EXPECT_EQ(test, geom.lost, 0);
+	KUNIT_EXPECT_EQ(test, geom.status, 0);
+	KUNIT_EXPECT_FALSE(test, t->thread_run.ovf);
+	ds_pebs_expect_run(test, t->task_tracer, 0, geom.count, &t->thread_run,
+			   0);
+}
+
+/*
+ * A tiny wrap-around buffer keeps the newest records of a run and counts
+ * every other one lost: a run makes exactly its records (ds_pebs_iters();
+ * ds_pebs_test_cpu() sees all of them in a big buffer).
+ */
+static void ds_pebs_test_wrap(struct kunit *test)
+{
+	struct ds_pebs_test *t = test->priv;
+	int cpu = cpumask_last(cpu_online_mask);
+	struct ds_geometry geom;
+	struct ds_pebs_run run;
+
+	t->tracer = ds_pebs_request_cpu(test, cpu, DS_PEBS_TINY_RECORDS);
+	ds_pebs_run_on(test, cpu, &run, DS_PEBS_RECORDS);
+	ds_pebs_geometry(test, t->tracer, &geom);
+	KUNIT_EXPECT_EQ(test, geom.capacity, DS_PEBS_TINY_RECORDS);
+	KUNIT_EXPECT_EQ(test, geom.count, DS_PEBS_TINY_RECORDS);
+	KUNIT_EXPECT_EQ(test, geom.lost,
+			DS_PEBS_RECORDS - DS_PEBS_TINY_RECORDS);
+	KUNIT_EXPECT_EQ(test, geom.index,
+			DS_PEBS_RECORDS % DS_PEBS_TINY_RECORDS);
+	ds_pebs_expect_run(test, t->tracer, 0, DS_PEBS_TINY_RECORDS, &run,
+			   DS_PEBS_RECORDS - DS_PEBS_TINY_RECORDS);
+
+	/* Another run: the lost records add up. */
+	ds_pebs_run_on(test, cpu, &run, DS_PEBS_SHORT_RECORDS);
+	ds_pebs_geometry(test, t->tracer, &geom);
+	KUNIT_EXPECT_EQ(test, geom.count, DS_PEBS_TINY_RECORDS);
+	KUNIT_EXPECT_EQ(test, geom.lost, DS_PEBS_RECORDS +
+			DS_PEBS_SHORT_RECORDS - DS_PEBS_TINY_RECORDS);
+	KUNIT_EXPECT_EQ(test, geom.index, (DS_PEBS_RECORDS +
+			DS_PEBS_SHORT_RECORDS) % DS_PEBS_TINY_RECORDS);
+	ds_pebs_expect_run(test, t->tracer, 0, DS_PEBS_TINY_RECORDS, &run,
+			   DS_PEBS_SHORT_RECORDS - DS_PEBS_TINY_RECORDS);
+
+	KUNIT_ASSERT_EQ(test, ds_clear(t->tracer), 0);
+	ds_pebs_geometry(test, t->tracer, &geom);
+	KUNIT_EXPECT_EQ(test, geom.count, 0);
+	KUNIT_EXPECT_EQ(test, geom.index, 0);
+	KUNIT_EXPECT_EQ(test, geom.lost, 0);
+}
+
+static void ds_pebs_notify(struct ds_tracer *tracer, void *cookie)
+{
+	struct ds_pebs_test *t = cookie;
+
+	WRITE_ONCE(t->notified_tracer, tracer);
+	WRITE_ONCE(t->notified_in_irq, in_hardirq());
+	atomic_inc(&t->notifications);
+	complete(&t->notified);
+}
+
+/* Wait for the @n-th notification of the case. */
+static void ds_pebs_expect_notified(struct kunit *test, int n)
+{
+	struct ds_pebs_test *t = test->priv;
+
+	KUNIT_ASSERT_GT(test, wait_for_completion_timeout(&t->notified,
+							  DS_HW_TIMEOUT), 0UL);
+	KUNIT_EXPECT_EQ(test, atomic_read(&t->notifications), n);
+	KUNIT_EXPECT_PTR_EQ(test, READ_ONCE(t->notified_tracer), t->tracer);
+	/* From irq_work, in hard interrupt context but on PREEMPT_RT. */
+	if (!IS_ENABLED(CONFIG_PREEMPT_RT))
+		KUNIT_EXPECT_TRUE(test, READ_ONCE(t->notified_in_irq));
+}
+
+/*
+ * The threshold PMI pauses the tracer at the threshold: runs that end on
+ * the threshold's record give exactly the threshold, and the PMI comes
+ * half a period before the run ends. Paused, the CPU stores nothing; a
+ * clear starts afresh; a resume without a clear fills the buffer and counts
+ * the rest lost, without another notification.
+ */
+static void ds_pebs_test_notify(struct kunit *test)
+{
+	struct ds_pebs_test *t = test->priv;
+	struct ds_config cfg = {
+		.size		= DS_PEBS_NOTIFY_RECORDS *
+				  sizeof(struct ds_pebs_record),
+		.threshold	= DS_PEBS_NOTIFY_THRESHOLD,
+		.overflow	= DS_OVERFLOW_NOTIFY,
+		.notify		= ds_pebs_notify,
+		.cookie		= t,
+		.flags		= DS_KERNEL,
+		.backend	= DS_BACKEND_HARDWARE,
+	};
+	int cpu = cpumask_last(cpu_online_mask);
+	struct ds_geometry geom;
+	struct ds_pebs_run run;
+
+	t->tracer = ds_request_pebs_cpu(cpu, &cfg);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, t->tracer);
+	ds_pebs_set_reset(test, t->tracer);
+
+	ds_pebs_run_on(test, cpu, &run, DS_PEBS_NOTIFY_THRESHOLD);
+	/* ds.c's NMI handler acked the PMI's OvfBuffer. */
+	KUNIT_EXPECT_FALSE(test, run.ovf);
+	ds_pebs_expect_notified(test, 1);
+	KUNIT_EXPECT_FALSE(test, ds_tracer_recording(t->tracer));
+	ds_pebs_geometry(test, t->tracer, &geom);
+	KUNIT_EXPECT_EQ(test, geom.count, DS_PEBS_NOTIFY_THRESHOLD);
+	KUNIT_EXPECT_EQ(test, geom.threshold, DS_PEBS_NOTIFY_THRESHOLD);
+	KUNIT_EXPECT_EQ(test, geom.lost, 0);
+	KUNIT_EXPECT_EQ(test, geom.status, DS_STATUS_PAUSED);
+	ds_pebs_expect_run(test, t->tracer, 0, geom.count, &run, 0);
+
+	ds_pebs_run_on(test, cpu, &run, DS_PEBS_SHORT_RECORDS);
+	ds_pebs_geometry(test, t->tracer, &geom);
+	KUNIT_EXPECT_EQ(test, geom.count, DS_PEBS_NOTIFY_THRESHOLD);
+	KUNIT_EXPECT_EQ(test, geom.lost, 0);
+	KUNIT_EXPECT_EQ(test, geom.status, DS_STATUS_PAUSED);
+
+	/* Cleared: below the threshold, no notification; at it, one. */
+	KUNIT_ASSERT_EQ(test, ds_clear(t->tracer), 0);
+	KUNIT_EXPECT_TRUE(test, ds_tracer_recording(t->tracer));
+	ds_pebs_run_on(test, cpu, &run, DS_PEBS_SHORT_RECORDS);
+	ds_pebs_geometry(test, t->tracer, &geom);
+	KUNIT_EXPECT_EQ(test, geom.count, DS_PEBS_SHORT_RECORDS);
+	KUNIT_EXPECT_EQ(test, geom.status, 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&t->notifications), 1);
+	ds_pebs_expect_run(test, t->tracer, 0, geom.count, &run, 0);
+
+	ds_pebs_run_on(test, cpu, &run,
+		       DS_PEBS_NOTIFY_THRESHOLD - DS_PEBS_SHORT_RECORDS);
+	KUNIT_EXPECT_FALSE(test, run.ovf);
+	ds_pebs_expect_notified(test, 2);
+	ds_pebs_geometry(test, t->tracer, &geom);
+	KUNIT_EXPECT_EQ(test, geom.count, DS_PEBS_NOTIFY_THRESHOLD);
+	KUNIT_EXPECT_EQ(test, geom.lost, 0);
+	KUNIT_EXPECT_EQ(test, geom.status, DS_STATUS_PAUSED);
+	ds_pebs_expect_run(test, t->tracer, DS_PEBS_SHORT_RECORDS,
+			   geom.count - DS_PEBS_SHORT_RECORDS, &run, 0);
+
+	/* Resumed: the run's first records fill the buffer. */
+	KUNIT_ASSERT_EQ(test, ds_resume(t->tracer), 0);
+	ds_pebs_run_on(test, cpu, &run, DS_PEBS_NOTIFY_RECORDS);
+	ds_pebs_geometry(test, t->tracer, &geom);
+	KUNIT_EXPECT_EQ(test, geom.count, DS_PEBS_NOTIFY_RECORDS);
+	KUNIT_EXPECT_EQ(test, geom.lost, DS_PEBS_NOTIFY_THRESHOLD);
+	KUNIT_EXPECT_EQ(test, geom.status, 0);
+	ds_pebs_expect_run(test, t->tracer, DS_PEBS_NOTIFY_THRESHOLD,
+			   DS_PEBS_NOTIFY_RECORDS - DS_PEBS_NOTIFY_THRESHOLD,
+			   &run, 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&t->notifications), 2);
+}
+
+/* Reset values are for PEBS tracers and the counters it has. */
+static void ds_pebs_test_errors(struct kunit *test)
+{
+	struct ds_pebs_test *t = test->priv;
+	struct ds_config cfg = {
+		.size		= SZ_4K,
+		.overflow	= DS_OVERFLOW_WRAP,
+		.flags		= DS_USER | DS_TIMESTAMPS,
+		.backend	= DS_BACKEND_HARDWARE,
+	};
+	int cpu = cpumask_last(cpu_online_mask);
+	u64 value;
+
+	KUNIT_EXPECT_EQ(test, ds_pebs_format(), DS_PEBS_FORMAT);
+	KUNIT_EXPECT_EQ(test, ds_record_size(DS_PEBS),
+			(int)sizeof(struct ds_pebs_record));
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_cpu(cpu, &cfg)),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(NULL, &cfg)),
+			-EINVAL);
+
+	t->tracer = ds_pebs_request_cpu(test, cpu, DS_PEBS_TINY_RECORDS);
+	KUNIT_EXPECT_EQ(test, ds_set_pebs_reset(t->tracer, DS_PEBS_MAX_RESETS,
+						1), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_get_pebs_reset(t->tracer, DS_PEBS_MAX_RESETS,
+						&value), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_get_pebs_reset(t->tracer, 0, NULL), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_set_pebs_reset(NULL, 0, 1), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_get_pebs_reset(ERR_PTR(-EINVAL), 0, &value),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_set_pebs_reset(t->tracer,
+						DS_PEBS_MAX_RESETS - 1, 1), 0);
+	KUNIT_EXPECT_EQ(test, ds_get_pebs_reset(t->tracer,
+						DS_PEBS_MAX_RESETS - 1, &value),
+			0);
+	KUNIT_EXPECT_EQ(test, value, 1);
+
+	/* One PEBS tracer per CPU, and none of a task meanwhile. */
+	cfg.flags = DS_USER;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_cpu(cpu, &cfg)), -EBUSY);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
+			-EBUSY);
+
+	if (ds_record_size(DS_BTS) < 0)
+		kunit_skip(test, "no BTS tracer to check against");
+	/* A BTS tracer of the same CPU, but no reset values. */
+	t->bts_tracer = ds_request_bts_cpu(cpu, &cfg);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, t->bts_tracer);
+	KUNIT_EXPECT_EQ(test, ds_set_pebs_reset(t->bts_tracer, 0, 1), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_get_pebs_reset(t->bts_tracer, 0, &value),
+			-EINVAL);
+}
+
+static struct kunit_case ds_pebs_test_cases[] = {
+	KUNIT_CASE(ds_pebs_test_cpu),
+	KUNIT_CASE(ds_pebs_test_task_kthread),
+	KUNIT_CASE(ds_pebs_test_wrap),
+	KUNIT_CASE(ds_pebs_test_notify),
+	KUNIT_CASE(ds_pebs_test_errors),
+	{}
+};
+
+static int ds_pebs_test_init(struct kunit *test)
+{
+	struct ds_pebs_test *t;
+	u64 caps;
+
+	if (ds_pebs_format() < 0)
+		kunit_skip(test, DS_PEBS_SKIP_REASON);
+	if (ds_pebs_format() != DS_PEBS_FORMAT)
+		kunit_skip(test, "reads PEBS records of format %d only, not %d",
+			   DS_PEBS_FORMAT, ds_pebs_format());
+	rdmsrl(MSR_IA32_PERF_CAPABILITIES, caps);
+	if (!(caps & DS_PEBS_CAP_FW_WRITES))
+		kunit_skip(test, "needs full-width counter writes");
+	if (ds_perf_holds())
+		kunit_skip(test, "perf holds the Debug Store");
+
+	t = kunit_kzalloc(test, sizeof(*t), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, t);
+	init_completion(&t->thread_done);
+	init_completion(&t->notified);
+	atomic_set(&t->notifications, 0);
+	test->priv = t;
+
+	/*
+	 * perf takes every counter for its first event: it has none while
+	 * the case holds counter 0, and if it has one the case cannot run.
+	 */
+	if (!reserve_perfctr_nmi(MSR_ARCH_PERFMON_PERFCTR0))
+		kunit_skip(test, "perf uses the counters");
+	if (!reserve_evntsel_nmi(MSR_ARCH_PERFMON_EVENTSEL0)) {
+		release_perfctr_nmi(MSR_ARCH_PERFMON_PERFCTR0);
+		kunit_skip(test, "perf uses the counters");
+	}
+	t->counter_held = true;
+	return 0;
+}
+
+static void ds_pebs_test_exit(struct kunit *test)
+{
+	struct ds_pebs_test *t = test->priv;
+	struct ds_tracer *tracer;
+	struct ds_config cfg = {
+		.size		= SZ_4K,
+		.overflow	= DS_OVERFLOW_WRAP,
+		.flags		= DS_USER,
+		.backend	= DS_BACKEND_HARDWARE,
+	};
+	u64 pebs;
+	int cpu;
+
+	if (!t)
+		return;
+	ds_release(t->tracer);
+	ds_release(t->task_tracer);
+	ds_release(t->bts_tracer);
+	if (t->thread)
+		kthread_stop(t->thread);
+
+	/*
+	 * Nothing left behind: every CPU and this task can have a PEBS
+	 * tracer again, and no CPU samples with PEBS.
+	 */
+	for_each_online_cpu(cpu) {
+		tracer = ds_request_pebs_cpu(cpu, &cfg);
+		KUNIT_EXPECT_FALSE_MSG(test, IS_ERR(tracer), "CPU %d: %ld", cpu,
+				       PTR_ERR(tracer));
+		ds_release(tracer);
+		KUNIT_EXPECT_EQ(test, rdmsrl_on_cpu(cpu, MSR_IA32_PEBS_ENABLE,
+						    &pebs), 0);
+		KUNIT_EXPECT_EQ_MSG(test, pebs, 0, "CPU %d", cpu);
+	}
+	tracer = ds_request_pebs_task(current, &cfg);
+	KUNIT_EXPECT_FALSE_MSG(test, IS_ERR(tracer), "task: %ld",
+			       PTR_ERR(tracer));
+	ds_release(tracer);
+
+	if (t->counter_held) {
+		release_evntsel_nmi(MSR_ARCH_PERFMON_EVENTSEL0);
+		release_perfctr_nmi(MSR_ARCH_PERFMON_PERFCTR0);
+	}
+}
+
+static struct kunit_suite ds_pebs_test_suite = {
+	.name		= "x86_ds_pebs",
+	.init		= ds_pebs_test_init,
+	.exit		= ds_pebs_test_exit,
+	.test_cases	= ds_pebs_test_cases,
+};
+
+kunit_test_suites(&ds_hw_test_suite, &ds_pebs_test_suite);
+
+MODULE_DESCRIPTION("KUnit tests for the Debug Store allocator on BTS and PEBS hardware");
 MODULE_LICENSE("GPL");

@@ -1222,6 +1222,8 @@ static void ds_test_no_hardware(struct kunit *test)
 			-EOPNOTSUPP);
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
 			-EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_cpu(0, &cfg)),
+			-EOPNOTSUPP);
 	cfg.backend = DS_BACKEND_EMULATED;
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EOPNOTSUPP);
 }
