@@ -117,6 +117,17 @@ for r in "${readings[@]}"; do
 	[ $rc -eq 33 ] || sed 's/^/# stderr: /' "$out/model-$i.err" | grep -v "TCG doesn't support" | head -20
 done
 
+# Not a test: what the PMU costs while no counter is enabled, as the same
+# loop's time in model-1 (arch-pmu=on) over model-3 (no arch-pmu), each the
+# fastest of three runs. Two boots, so host noise of a few percent shows.
+idle_pmu=$(sed -n 's/^# bench: idle loop ticks: \([0-9]*\).*/\1/p' "$out/model-1.log")
+idle_none=$(sed -n 's/^# bench: idle loop ticks: \([0-9]*\).*/\1/p' "$out/model-3.log")
+if [ -n "$idle_pmu" ] && [ -n "$idle_none" ]; then
+	echo "# bench: arch-pmu=on with no counter enabled:" \
+		"$(awk -v a="$idle_pmu" -v b="$idle_none" 'BEGIN { printf "%.2f", a / b }')x" \
+		"the loop without arch-pmu"
+fi
+
 # The guest's expectations follow the readings it is told.  That they can
 # tell the readings apart at all is shown by telling it the defaults while
 # the model runs another reading: each such boot must fail.  The threshold

@@ -82,6 +82,7 @@ class Manifest:
         self.skips = []         # [pattern, reason, times matched]
         self.console = []       # regular expressions
         self.plan = None        # TAP plan of a tap.log run
+        self.provoked = None    # where the splat provoked on purpose begins
         self.errors = []
         with open(path) as f:
             for num, line in enumerate(f, 1):
@@ -101,6 +102,8 @@ class Manifest:
                 self.kselftest[prog] = int(cases)
             elif word == "plan":
                 self.plan = int(rest)
+            elif word == "provoked":
+                self.provoked = re.compile(raw.strip()[len("provoked"):].strip())
             elif word == "skip":
                 pattern, sep, reason = rest.partition(" -- ")
                 if not sep or not reason.strip():
@@ -278,13 +281,24 @@ def parse_kselftest(path, tally, run):
     print("%s: kselftest: %d programs" % (run.name, len(run.kselftest)))
 
 
-def scan_console(path, tally, run):
+def scan_console(path, tally, run, provoked=None):
+    """Splats and the end marker.  With provoked (a manifest's), the lines
+    from the first that matches it on belong to a splat the run provokes
+    on purpose, last: the marker must be there, and a splat before it fails."""
     if not os.path.exists(path):
         tally.add("FAIL", run.name + " boot", "(no console.log)")
         return []
     with open(path, errors="replace") as f:
         lines = f.read().splitlines()
-    splats = [line for line in lines if SPLAT_RE.search(line)]
+    scanned = lines
+    if provoked is not None:
+        start = next((i for i, line in enumerate(lines) if provoked.search(line)), None)
+        if start is None:
+            tally.add("FAIL", run.name + " provoked",
+                      "(no console line matches '%s')" % provoked.pattern)
+        else:
+            scanned = lines[:start]
+    splats = [line for line in scanned if SPLAT_RE.search(line)]
     for line in splats[:20]:
         tally.add("FAIL", run.name + " splat", line.strip())
     if not any(END_MARKER in line for line in lines):
@@ -346,6 +360,11 @@ def compare_counts(kind, want, have, only, fail):
                  (kind, name, have[name], cases))
     for name in sorted(set(have) - set(want)):
         fail("%s %s ran (%d cases) but is not in the manifest" % (kind, name, have[name]))
+
+
+def provoked_by(name):
+    path = os.path.join(MANIFESTS, name)
+    return Manifest(path).provoked if os.path.exists(path) else None
 
 
 def check_manifest(run, console_lines, tally, only):
@@ -433,7 +452,7 @@ def main():
             console = os.path.join(rundir, "console.log")
             scan_qemu(rundir, tally, run)
             print("%s: serial log %s" % (run.name, console))
-            console_lines = scan_console(console, tally, run)
+            console_lines = scan_console(console, tally, run, provoked_by(run.name))
             if os.path.exists(console):
                 parse_kunit(src, console, tally, run)
             parse_kselftest(os.path.join(rundir, "results.log"), tally, run)

@@ -19,7 +19,10 @@ runs must fail, with the reason named in the output:
   - a kernel splat in the middle of a line of test output;
   - a first-pass program whose cases would count for the second pass;
   - ONLY= naming a program that is in no manifest;
-and with ONLY=, a program not named may be missing.
+  - a run that provokes a splat on purpose (the manifest's "provoked"):
+    a splat before it, and the provoking line missing;
+and with ONLY=, a program not named may be missing, and the provoked splat
+itself does not fail its run.
 """
 
 import os
@@ -189,6 +192,26 @@ def main():
                                  "ok 2 selftests: x86: plain_64\n", "", 1)
         write(os.path.join(case.dir, "results.log"), text)
 
+    provoking = "vm: provoking HARDLOCKUP on cpu 1\n"
+    lockup = provoking + "Watchdog detected hard LOCKUP on cpu 1\nCall Trace:\n"
+
+    def provoked(early_splat="", marker=provoking):
+        def mutate(case):
+            manifest = os.path.join(case.mdir, os.path.basename(case.dir))
+            with open(manifest, "a") as f:
+                f.write("provoked ^vm: provoking HARDLOCKUP\n"
+                        "console ^Watchdog detected hard LOCKUP on cpu 1$\n")
+            text = console().replace("==== KSELFTEST END ====\n",
+                                     "==== KSELFTEST END ====\n" + early_splat +
+                                     lockup.replace(provoking, marker))
+            write(os.path.join(case.dir, "console.log"), text)
+        return mutate
+
+    expect("provoked", provoked(), False, "7 passed, 0 failed, 1 skipped")
+    expect("provoked_after_splat", provoked("WARNING: CPU: 0 PID: 1 at x\n"), True,
+           "splat WARNING: CPU: 0 PID: 1")
+    expect("provoked_missing", provoked(marker=""), True,
+           "provoked (no console line matches '^vm: provoking HARDLOCKUP')")
     expect("xfail", xfail, True, "bts.two")
     expect("splat_mid_line", splat_mid_line, True, "splat # [OK] fineBUG: sleeping")
     expect("emu_pass_lost", emu_pass_lost, True, "kselftest x86:prog_64 missing")

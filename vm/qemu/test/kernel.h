@@ -168,6 +168,7 @@ void test_btf(void);
 void test_debugctl(void);
 void test_pmu(void);
 void test_pmu_counts(void);
+void bench_idle(void);
 void test_edges(void);
 void test_thresholds(void);
 void test_skid(void);

@@ -424,6 +424,7 @@ void kmain(void)
 	test_btf();
 	test_debugctl();
 	test_pmu();
+	bench_idle();
 	test_pmu_counts();
 	test_edges();
 	test_thresholds();

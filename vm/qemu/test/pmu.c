@@ -530,6 +530,20 @@ static void bench_pmu(void)
 	bench_print("PEBS on instructions, period 100003", pebs, off);
 }
 
+/*
+ * Not a test either: the loop's time with no counter enabled, in TSC ticks,
+ * printed in every boot. mk/qemu-test.sh divides a boot with the PMU by one
+ * without: what a PMU that nobody uses costs.
+ */
+void bench_idle(void)
+{
+	if (rd.arch_pmu)
+		pmu_off();
+	puts_serial("# bench: idle loop ticks: ");
+	put_dec(bench_loop());
+	puts_serial("\n");
+}
+
 void test_pmu_counts(void)
 {
 	if (!rd.arch_pmu)
