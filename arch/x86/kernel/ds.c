@@ -60,7 +60,9 @@
  * end of this file, which are built whenever that driver is
  * (CONFIG_X86_DS_CORE), allocator or not. The allocator and perf take turns:
  * hardware requests fail with -EBUSY while perf holds the Debug Store, and
- * perf's reservation is refused while hardware tracers exist. Emulated
+ * perf's reservation is refused while hardware tracers exist. perf holds it
+ * only while it has events that use it (BTS, precise, intel_bts), so its
+ * counting events and the NMI watchdog leave the hardware to us. Emulated
  * tracers need no hardware and run alongside perf.
  */
 

@@ -543,8 +543,9 @@ int ds_update(struct ds_tracer *tracer, const struct ds_config *cfg);
  * then tears it down on the spot, with the CPU hotplug lock held or not.
  * If the allocator is tearing it down itself, the reservation waits for
  * the end of that teardown, and hardware requests fail with -EBUSY while
- * it waits. The reservation is not counted: perf takes it once, on its
- * first hardware event.
+ * it waits. The reservation is not counted: perf takes it once, for its
+ * first event that uses the Debug Store (BTS, precise or intel_bts), and
+ * gives it back after the last.
  *
  * Context: process context, may sleep.
  * Return: 0, or -EBUSY while hardware tracers exist or are being set up,

@@ -2,7 +2,9 @@
 /*
  * perf's BTS event and ptrace branch tracing share the Debug Store through
  * arch/x86/kernel/ds.c: they take turns on the hardware, and an emulated
- * ptrace trace runs alongside perf.
+ * ptrace trace runs alongside perf. Only perf's events that use the Debug
+ * Store (BTS, precise) take a turn: its counting events, the NMI
+ * watchdog's among them, leave the hardware to ptrace.
  *
  * Needs BTS hardware and a PMU perf's Intel driver loads on: make test runs
  * it on the BTS machine model with arch-pmu=on. Without BTS perf's BTS event
@@ -143,6 +145,59 @@ static pid_t start_tracee(struct __test_metadata *_metadata, __u32 backend)
 	return pid;
 }
 
+/*
+ * A hardware event of @config on this task: counting with @period 0,
+ * sampling otherwise, and precise (PEBS) with @precise_ip, as perf's ":pp"
+ * opens it.
+ */
+static int open_perf_hw(__u64 config, __u64 period, int precise_ip)
+{
+	struct perf_event_attr attr = {
+		.type		= PERF_TYPE_HARDWARE,
+		.size		= sizeof(attr),
+		.config		= config,
+		.sample_period	= period,
+		.sample_type	= PERF_SAMPLE_IP,
+		.precise_ip	= precise_ip,
+		.exclude_kernel	= 1,
+		.exclude_hv	= 1,
+	};
+
+	return syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+}
+
+/*
+ * Open perf's BTS event after a hardware trace: the tracer's release may
+ * trail the tracee's reaping a little, and until then it is EBUSY.
+ */
+static int open_perf_bts_after_release(void)
+{
+	int fd, i;
+
+	for (i = 0; i < 100; i++) {
+		fd = open_perf_bts(0, true);
+		if (fd >= 0 || errno != EBUSY)
+			break;
+		usleep(10000);
+	}
+	return fd;
+}
+
+/* Samples in the ring of a sampling event: PMIs that reached perf. */
+static __u64 ring_bytes(const void *ring)
+{
+	const struct perf_event_mmap_page *meta = ring;
+
+	return __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+}
+
+/* Some user-mode work for a sampling event to sample. */
+static void spin(unsigned long loops)
+{
+	while (loops--)
+		asm volatile("" : : : "memory");
+}
+
 /* Run the tracee to jmp_e and check its trace record by record. */
 static void check_tracee(struct __test_metadata *_metadata, pid_t pid)
 {
@@ -166,11 +221,13 @@ static void check_tracee(struct __test_metadata *_metadata, pid_t pid)
 FIXTURE(ds_perf) {
 	pid_t pid;
 	int fd;
+	int counting;
 };
 
 FIXTURE_SETUP(ds_perf)
 {
 	self->pid = 0;
+	self->counting = -1;
 	self->fd = open_perf_bts(0, true);
 	/* A CPU with BTS has a PMU driver with the BTS event. */
 	if (self->fd < 0 && errno == ENOENT && !cpu_has_flag("bts"))
@@ -186,6 +243,8 @@ FIXTURE_TEARDOWN(ds_perf)
 {
 	if (self->fd >= 0)
 		close(self->fd);
+	if (self->counting >= 0)
+		close(self->counting);
 	if (self->pid > 0) {
 		kill(self->pid, SIGKILL);
 		waitpid(self->pid, NULL, 0);
@@ -201,29 +260,117 @@ TEST_F(ds_perf, perf_records)
 }
 
 /*
- * A hardware ptrace trace first: perf's BTS event is refused while it
- * exists, and works again once it is gone.
+ * A hardware ptrace trace first: perf's BTS event and its precise events
+ * are refused with EBUSY while it exists, and work again once it is gone.
  */
 TEST_F(ds_perf, ptrace_first)
 {
-	int i;
+	int precise;
 
 	self->pid = start_tracee(_metadata, PTRACE_BTS_BACKEND_HARDWARE);
 	EXPECT_EQ(-1, open_perf_bts(0, true));
-	EXPECT_EQ(EOPNOTSUPP, errno);
+	EXPECT_EQ(EBUSY, errno);
+	EXPECT_EQ(-1, open_perf_hw(PERF_COUNT_HW_INSTRUCTIONS, 100003, 2));
+	EXPECT_EQ(EBUSY, errno);
 	check_tracee(_metadata, self->pid);
 
 	kill(self->pid, SIGKILL);
 	waitpid(self->pid, NULL, 0);
 	self->pid = 0;
-	/* The tracer's release may trail the reaping a little. */
-	for (i = 0; i < 100; i++) {
-		self->fd = open_perf_bts(0, true);
-		if (self->fd >= 0)
-			break;
-		usleep(10000);
-	}
+	self->fd = open_perf_bts_after_release();
 	ASSERT_LE(0, self->fd);
+	EXPECT_EQ((int)ARRAY_SIZE(jmp_trace), perf_trace_jmp(_metadata, self->fd));
+	precise = open_perf_hw(PERF_COUNT_HW_INSTRUCTIONS, 100003, 2);
+	EXPECT_LE(0, precise);
+	if (precise >= 0)
+		close(precise);
+}
+
+/*
+ * perf's counting and plain sampling events take nothing from the Debug
+ * Store: with both on this task (as the NMI watchdog's event samples on
+ * every CPU), the ptrace trace is on the hardware and exact, and the
+ * sampling event's PMIs go on reaching perf while ds.c drives the PMI
+ * vector for its threshold interrupts.
+ */
+TEST_F(ds_perf, counting_leaves_hardware)
+{
+	size_t len = (RING_PAGES + 1) * getpagesize();
+	__u64 before, after, sampled;
+	int sampling;
+	void *ring;
+
+	self->counting = open_perf_hw(PERF_COUNT_HW_INSTRUCTIONS, 0, 0);
+	ASSERT_LE(0, self->counting);
+	sampling = open_perf_hw(PERF_COUNT_HW_INSTRUCTIONS, 10007, 0);
+	ASSERT_LE(0, sampling);
+	ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, sampling, 0);
+	ASSERT_NE(MAP_FAILED, ring);
+	ASSERT_EQ(sizeof(before), read(self->counting, &before, sizeof(before)));
+
+	self->pid = start_tracee(_metadata, PTRACE_BTS_BACKEND_HARDWARE);
+	sampled = ring_bytes(ring);
+	spin(1000000);
+	EXPECT_LT(sampled, ring_bytes(ring));
+	check_tracee(_metadata, self->pid);
+	sampled = ring_bytes(ring);
+	spin(1000000);
+	EXPECT_LT(sampled, ring_bytes(ring));
+
+	ASSERT_EQ(sizeof(after), read(self->counting, &after, sizeof(after)));
+	/* The two spins alone retire more than a million instructions each. */
+	EXPECT_LT(before + 2000000, after);
+	munmap(ring, len);
+	close(sampling);
+}
+
+/*
+ * An event that fails after perf's first try (ENOENT makes perf try the
+ * event again on another PMU) must leave the Debug Store as it found it:
+ * held by the precise event that holds it, so the trace is emulated.
+ */
+TEST_F(ds_perf, failed_precise_keeps_holder)
+{
+	struct perf_event_attr attr = {
+		.type		= PERF_TYPE_HARDWARE,
+		.size		= sizeof(attr),
+		/* No Intel event stands for it on Skylake. */
+		.config		= PERF_COUNT_HW_STALLED_CYCLES_FRONTEND,
+		.sample_period	= 100003,
+		.precise_ip	= 1,
+		.exclude_kernel	= 1,
+		.exclude_hv	= 1,
+	};
+	int i;
+
+	self->counting = open_perf_hw(PERF_COUNT_HW_INSTRUCTIONS, 100003, 2);
+	ASSERT_LE(0, self->counting);
+	for (i = 0; i < 3; i++) {
+		EXPECT_EQ(-1, syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0));
+		EXPECT_EQ(ENOENT, errno);
+	}
+	self->pid = start_tracee(_metadata, PTRACE_BTS_BACKEND_EMULATED);
+	check_tracee(_metadata, self->pid);
+}
+
+/*
+ * Nothing sticks: a counting event opened while a hardware trace exists
+ * does not keep perf from the Debug Store once the trace is gone.
+ */
+TEST_F(ds_perf, counting_not_sticky)
+{
+	self->pid = start_tracee(_metadata, PTRACE_BTS_BACKEND_HARDWARE);
+	self->counting = open_perf_hw(PERF_COUNT_HW_CPU_CYCLES, 0, 0);
+	ASSERT_LE(0, self->counting);
+	check_tracee(_metadata, self->pid);
+
+	kill(self->pid, SIGKILL);
+	waitpid(self->pid, NULL, 0);
+	self->pid = 0;
+	self->fd = open_perf_bts_after_release();
+	ASSERT_LE(0, self->fd) {
+		TH_LOG("perf's BTS event after the hardware trace: %m");
+	}
 	EXPECT_EQ((int)ARRAY_SIZE(jmp_trace), perf_trace_jmp(_metadata, self->fd));
 }
 
