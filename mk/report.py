@@ -83,6 +83,7 @@ class Manifest:
         self.console = []       # regular expressions
         self.plan = None        # TAP plan of a tap.log run
         self.provoked = None    # where the splat provoked on purpose begins
+        self.provoked_splat = None  # and the splat lines it may print
         self.errors = []
         with open(path) as f:
             for num, line in enumerate(f, 1):
@@ -103,7 +104,12 @@ class Manifest:
             elif word == "plan":
                 self.plan = int(rest)
             elif word == "provoked":
-                self.provoked = re.compile(raw.strip()[len("provoked"):].strip())
+                # "#" may be part of the patterns: take them from the raw line.
+                marker, sep, splat = raw.strip()[len("provoked"):].partition(" -- ")
+                if not sep or not splat.strip():
+                    raise ValueError("provoked needs ' -- <its splat lines>'")
+                self.provoked = re.compile(marker.strip())
+                self.provoked_splat = re.compile(splat.strip())
             elif word == "skip":
                 pattern, sep, reason = rest.partition(" -- ")
                 if not sep or not reason.strip():
@@ -281,24 +287,26 @@ def parse_kselftest(path, tally, run):
     print("%s: kselftest: %d programs" % (run.name, len(run.kselftest)))
 
 
-def scan_console(path, tally, run, provoked=None):
-    """Splats and the end marker.  With provoked (a manifest's), the lines
+def scan_console(path, tally, run, man=None):
+    """Splats and the end marker.  With a manifest's provoked, the lines
     from the first that matches it on belong to a splat the run provokes
-    on purpose, last: the marker must be there, and a splat before it fails."""
+    on purpose, last: the line must be there, and from it on only the
+    splat lines the manifest names are no failures."""
     if not os.path.exists(path):
         tally.add("FAIL", run.name + " boot", "(no console.log)")
         return []
     with open(path, errors="replace") as f:
         lines = f.read().splitlines()
-    scanned = lines
-    if provoked is not None:
-        start = next((i for i, line in enumerate(lines) if provoked.search(line)), None)
+    splats = [line for line in lines if SPLAT_RE.search(line)]
+    if man is not None and man.provoked is not None:
+        start = next((i for i, line in enumerate(lines)
+                      if man.provoked.search(line)), None)
         if start is None:
             tally.add("FAIL", run.name + " provoked",
-                      "(no console line matches '%s')" % provoked.pattern)
+                      "(no console line matches '%s')" % man.provoked.pattern)
         else:
-            scanned = lines[:start]
-    splats = [line for line in scanned if SPLAT_RE.search(line)]
+            splats = [line for i, line in enumerate(lines) if SPLAT_RE.search(line)
+                      and (i < start or not man.provoked_splat.search(line))]
     for line in splats[:20]:
         tally.add("FAIL", run.name + " splat", line.strip())
     if not any(END_MARKER in line for line in lines):
@@ -362,9 +370,9 @@ def compare_counts(kind, want, have, only, fail):
         fail("%s %s ran (%d cases) but is not in the manifest" % (kind, name, have[name]))
 
 
-def provoked_by(name):
+def manifest_of(name):
     path = os.path.join(MANIFESTS, name)
-    return Manifest(path).provoked if os.path.exists(path) else None
+    return Manifest(path) if os.path.exists(path) else None
 
 
 def check_manifest(run, console_lines, tally, only):
@@ -452,7 +460,7 @@ def main():
             console = os.path.join(rundir, "console.log")
             scan_qemu(rundir, tally, run)
             print("%s: serial log %s" % (run.name, console))
-            console_lines = scan_console(console, tally, run, provoked_by(run.name))
+            console_lines = scan_console(console, tally, run, manifest_of(run.name))
             if os.path.exists(console):
                 parse_kunit(src, console, tally, run)
             parse_kselftest(os.path.join(rundir, "results.log"), tally, run)

@@ -20,7 +20,8 @@ runs must fail, with the reason named in the output:
   - a first-pass program whose cases would count for the second pass;
   - ONLY= naming a program that is in no manifest;
   - a run that provokes a splat on purpose (the manifest's "provoked"):
-    a splat before it, and the provoking line missing;
+    a splat before it, the provoking line missing, and another splat or a
+    timeout after it;
 and with ONLY=, a program not named may be missing, and the provoked splat
 itself does not fail its run.
 """
@@ -192,14 +193,15 @@ def main():
                                  "ok 2 selftests: x86: plain_64\n", "", 1)
         write(os.path.join(case.dir, "results.log"), text)
 
-    provoking = "vm: provoking HARDLOCKUP on cpu 1\n"
+    provoking = "vm: provoking HARDLOCKUP on cpu 1 through lkdtm\n"
     lockup = provoking + "Watchdog detected hard LOCKUP on cpu 1\nCall Trace:\n"
 
     def provoked(early_splat="", marker=provoking):
         def mutate(case):
             manifest = os.path.join(case.mdir, os.path.basename(case.dir))
             with open(manifest, "a") as f:
-                f.write("provoked ^vm: provoking HARDLOCKUP\n"
+                f.write("provoked ^vm: provoking HARDLOCKUP on cpu 1 through lkdtm$"
+                        " -- ^Call Trace:$\n"
                         "console ^Watchdog detected hard LOCKUP on cpu 1$\n")
             text = console().replace("==== KSELFTEST END ====\n",
                                      "==== KSELFTEST END ====\n" + early_splat +
@@ -211,7 +213,13 @@ def main():
     expect("provoked_after_splat", provoked("WARNING: CPU: 0 PID: 1 at x\n"), True,
            "splat WARNING: CPU: 0 PID: 1")
     expect("provoked_missing", provoked(marker=""), True,
-           "provoked (no console line matches '^vm: provoking HARDLOCKUP')")
+           "provoked (no console line matches '^vm: provoking HARDLOCKUP")
+    # What follows the provoking line is not all forgiven: another splat
+    # (an oops while the run waits) or the host's timeout still fails.
+    expect("provoked_then_oops", provoked(marker=provoking + "Oops: 0000\n"), True,
+           "splat Oops: 0000")
+    expect("provoked_then_timeout", provoked(marker=provoking + "vm: TIMEOUT after 9s\n"),
+           True, "splat vm: TIMEOUT")
     expect("xfail", xfail, True, "bts.two")
     expect("splat_mid_line", splat_mid_line, True, "splat # [OK] fineBUG: sleeping")
     expect("emu_pass_lost", emu_pass_lost, True, "kselftest x86:prog_64 missing")
