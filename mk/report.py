@@ -51,6 +51,8 @@ SPLATS = [
     # A PMI nobody claimed: a threshold interrupt the Debug Store code
     # (or perf) lost track of, e.g. one the CPU delivered late.
     r"NMI received for unknown reason", r"Dazed and confused",
+    # The NMI watchdog's report has no "BUG:"; from user mode, no trace.
+    r"Watchdog detected hard LOCKUP",
 ]
 SPLAT_RE = re.compile("|".join(SPLATS))
 

@@ -201,7 +201,7 @@ def main():
             manifest = os.path.join(case.mdir, os.path.basename(case.dir))
             with open(manifest, "a") as f:
                 f.write("provoked ^vm: provoking HARDLOCKUP on cpu 1 through lkdtm$"
-                        " -- ^Call Trace:$\n"
+                        " -- ^Call Trace:$|^Watchdog detected hard LOCKUP on cpu 1$\n"
                         "console ^Watchdog detected hard LOCKUP on cpu 1$\n")
             text = console().replace("==== KSELFTEST END ====\n",
                                      "==== KSELFTEST END ====\n" + early_splat +
@@ -218,6 +218,13 @@ def main():
     # (an oops while the run waits) or the host's timeout still fails.
     expect("provoked_then_oops", provoked(marker=provoking + "Oops: 0000\n"), True,
            "splat Oops: 0000")
+    # The watchdog's report is a splat: before the marker, or of another
+    # CPU, it fails the run.
+    expect("provoked_early_lockup", provoked("Watchdog detected hard LOCKUP on cpu 1\n"),
+           True, "splat Watchdog detected hard LOCKUP on cpu 1")
+    expect("provoked_other_cpu", provoked(marker=provoking +
+                                          "Watchdog detected hard LOCKUP on cpu 0\n"),
+           True, "splat Watchdog detected hard LOCKUP on cpu 0")
     expect("provoked_then_timeout", provoked(marker=provoking + "vm: TIMEOUT after 9s\n"),
            True, "splat vm: TIMEOUT")
     expect("xfail", xfail, True, "bts.two")

@@ -11,9 +11,10 @@ timeout=${VM_TIMEOUT:-1500}
 # far transfer (LRET, LCALL) as supervisor accesses; with SMAP on they fault
 # and the kernel oopses on a user instruction.  Fixed in later QEMU.
 # VM_PTI=off measures the benchmark without page table isolation.
-# The kernels have the NMI watchdog, but while perf holds its counters ds.c
-# has no hardware backend to give, so a run turns it on only on purpose
-# (VM_WATCHDOG="nmi_watchdog=1 ...").
+# The kernels have the NMI watchdog (and the soft-lockup detector with it),
+# off unless a run turns it on (VM_WATCHDOG="nmi_watchdog=1"): under TCG
+# its reports would come from the host's load, not from the guest, in runs
+# that did not mean to test it. Run 'watchdog' does.
 append="console=ttyS0 panic=-1 pti=${VM_PTI:-on} clearcpuid=smap vm.mode=$mode ${VM_WATCHDOG:-nowatchdog} ${VM_APPEND:-}"
 [ -n "${ONLY:-}" ] && append="$append vm.only=$ONLY"
 [ -n "${PROVOKE:-}" ] && append="$append vm.provoke=$PROVOKE"

@@ -102,6 +102,7 @@
 #include <asm/local.h>
 #include <asm/msr.h>
 #include <asm/nmi.h>
+#include <asm/perf_event.h>
 #include <asm/tlbflush.h>
 
 /* The DEBUGCTL bits this file owns. */
@@ -362,8 +363,12 @@ static const struct ds_backend ds_hw_backend = {
 
 /* --- the real hardware --- */
 
+/* PEBS with GLOBAL_OVF_CTRL (perfmon version 2 on): see ds_msr_ack_pmi(). */
+static bool ds_msr_ack_ovf_buffer;
+
 static void ds_msr_probe(struct ds_hw_caps *caps)
 {
+	union cpuid10_eax perfmon = { .full = 0 };
 	u64 perf_caps = 0;
 
 	memset(caps, 0, sizeof(*caps));
@@ -382,6 +387,9 @@ static void ds_msr_probe(struct ds_hw_caps *caps)
 		rdmsrl(MSR_IA32_PERF_CAPABILITIES, perf_caps);
 	caps->pebs = true;
 	caps->pebs_format = FIELD_GET(PERF_CAP_PEBS_FORMAT, perf_caps);
+	if (boot_cpu_has(X86_FEATURE_ARCH_PERFMON))
+		perfmon.full = cpuid_eax(0xa);
+	ds_msr_ack_ovf_buffer = perfmon.split.version_id >= 2;
 }
 
 static u64 ds_msr_read_debugctl(void)
@@ -415,8 +423,7 @@ static u32 ds_msr_arm_pmi(void)
  */
 static void ds_msr_ack_pmi(void)
 {
-	if (boot_cpu_has(X86_FEATURE_PEBS) &&
-	    boot_cpu_has(X86_FEATURE_ARCH_PERFMON))
+	if (ds_msr_ack_ovf_buffer)
 		wrmsrl(MSR_CORE_PERF_GLOBAL_OVF_CTRL,
 		       MSR_CORE_PERF_GLOBAL_OVF_CTRL_OVF_BUF);
 	apic_write(APIC_LVTPC, APIC_DM_NMI);
