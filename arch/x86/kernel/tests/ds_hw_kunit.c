@@ -690,12 +690,12 @@ static void ds_hw_test_notify(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, atomic_read(&t->notifications), 1);
 }
 
-static int ds_hw_thread(void *arg)
+/*
+ * A traced kthread, its run done, stays until kthread_stop(): the case
+ * reads its tracer while the task is still alive.
+ */
+static int ds_hw_thread_wait_stop(void)
 {
-	struct ds_hw_test *t = arg;
-
-	ds_hw_loop(&t->thread_run);
-	complete(&t->thread_done);
 	while (!kthread_should_stop()) {
 		set_current_state(TASK_INTERRUPTIBLE);
 		if (!kthread_should_stop())
@@ -703,6 +703,15 @@ static int ds_hw_thread(void *arg)
 		__set_current_state(TASK_RUNNING);
 	}
 	return 0;
+}
+
+static int ds_hw_thread(void *arg)
+{
+	struct ds_hw_test *t = arg;
+
+	ds_hw_loop(&t->thread_run);
+	complete(&t->thread_done);
+	return ds_hw_thread_wait_stop();
 }
 
 /*
@@ -1239,13 +1248,7 @@ static int ds_pebs_thread(void *arg)
 	ds_pebs_count(&t->thread_run);
 	local_irq_restore(flags);
 	complete(&t->thread_done);
-	while (!kthread_should_stop()) {
-		set_current_state(TASK_INTERRUPTIBLE);
-		if (!kthread_should_stop())
-			schedule();
-		__set_current_state(TASK_RUNNING);
-	}
-	return 0;
+	return ds_hw_thread_wait_stop();
 }
 
 /*
