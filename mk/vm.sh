@@ -38,6 +38,8 @@ test)
 	if [ $rc -eq 124 ]; then
 		echo "vm: TIMEOUT after ${timeout}s" | tee -a "$logdir/console.log"
 	fi
+	# Where a CI run's time went, in its log.
+	echo "vm: $(basename "$logdir") took ${SECONDS}s"
 	exit 0
 	;;
 run|bench)
