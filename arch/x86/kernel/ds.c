@@ -58,11 +58,15 @@
  * area and drains it itself, in its PMI; it maps its buffers, loads
  * IA32_DS_AREA and sets the BTS bits through the ds_perf_*() calls at the
  * end of this file, which are built whenever that driver is
- * (CONFIG_X86_DS_CORE), allocator or not. The allocator and perf take turns:
- * hardware requests fail with -EBUSY while perf holds the Debug Store, and
- * perf's reservation is refused while hardware tracers exist. perf holds it
- * only while it has events that use it (BTS, precise, intel_bts), so its
- * counting events and the NMI watchdog leave the hardware to us. Emulated
+ * (CONFIG_X86_DS_CORE), allocator or not. The save area has two halves,
+ * BTS and PEBS, handed out separately (struct ds_facility): for each, the
+ * allocator's hardware tracers of that kind and perf take turns, hardware
+ * requests failing with -EBUSY while perf holds the half and perf's
+ * reservation refused while such tracers exist. So perf's precise events
+ * and a debugger's hardware BTS run together, each in its half of the same
+ * area; IA32_DS_AREA, which both need, is counted per CPU. perf holds a
+ * half only while it has events that use it (BTS and intel_bts, precise),
+ * so its counting events and the NMI watchdog take nothing. Emulated
  * tracers need no hardware and run alongside perf.
  */
 
@@ -162,7 +166,7 @@ struct ds_hw_ops {
 	void	(*write_debugctl)(u64 val);
 	void	(*write_ds_area)(unsigned long addr);
 	u32	(*arm_pmi)(void);
-	void	(*ack_pmi)(void);
+	void	(*ack_pmi)(bool ovf_buffer);
 	void	(*restore_pmi)(u32 lvtpc);
 	u64	(*swap_pebs_data_cfg)(u64 val);
 	void	(*map)(void *cea, void *buf, size_t size);
@@ -263,10 +267,16 @@ struct ds_cpu {
 	u32			lvtpc;
 	/* MSR_PEBS_DATA_CFG before we cleared it (adaptive PEBS only). */
 	u64			pebs_data_cfg;
-	/* IA32_DS_AREA points at @area. */
-	bool			armed;
-	/* The boot CPU was armed when it went into suspend. */
-	bool			resume_arm;
+	/*
+	 * The facilities (BIT(kind)) this CPU's tracers use: their half of
+	 * the save area is ours to program, their staging buffer ours to
+	 * collect. Written with interrupts disabled, read by the NMI handler.
+	 */
+	unsigned int		kinds;
+	/* Who needs IA32_DS_AREA pointing at @area_hw: see ds_area_get(). */
+	unsigned int		area_users;
+	/* @kinds when the boot CPU went into suspend. */
+	unsigned int		resume_kinds;
 	/* The NMI handler claimed a PMI at the thresholds now programmed. */
 	bool			pmi_seen;
 	/*
@@ -287,35 +297,65 @@ static DEFINE_MUTEX(ds_mutex);
 /* The published tracer pointers as their writers, under ds_mutex, see them. */
 #define ds_dereference(p) \
 	rcu_dereference_protected(p, lockdep_is_held(&ds_mutex))
-/*
- * Hardware tracers (attached), the state of the shared hardware resources
- * and perf's hold; all three under ds_perf_lock, users under ds_mutex too.
- */
-static DEFINE_SPINLOCK(ds_perf_lock);
-static unsigned int ds_hw_users;
-static enum ds_hw_state {
+/* The setup of one facility's staging buffers and per-CPU activation. */
+enum ds_hw_state {
 	DS_HW_DOWN,		/* nothing set up; perf may reserve */
 	DS_HW_SETTING_UP,	/* for the first user, under ds_mutex */
 	DS_HW_UP,		/* set up: users, or lingering without */
 	DS_HW_TEARING_DOWN,	/* by the linger's end or by perf */
-} ds_hw_state;
-static bool ds_perf_held;
-/*
- * Reservations waiting for the linger's teardown. A request that comes
- * meanwhile is refused, so that the teardown's end hands the Debug Store
- * to perf rather than to whoever takes ds_mutex first.
+};
+
+/**
+ * struct ds_facility - one half of the Debug Store: BTS or PEBS
+ * @kind:	  which half
+ * @users:	  attached hardware tracers of @kind
+ * @state:	  the setup of @kind's staging buffers
+ * @perf_held:	  perf holds this half (ds_perf_reserve())
+ * @perf_waiters: reservations waiting for the linger's teardown; a request
+ *		  that comes meanwhile is refused, so that the teardown's
+ *		  end hands the half to perf rather than to whoever takes
+ *		  ds_mutex first
+ * @active:	  the staging buffers exist and online CPUs use them; set
+ *		  under ds_mutex, cleared by whoever tears down, see
+ *		  ds_hw_teardown()
+ * @linger_work:  ends a setup that has had no users for ds_hw_linger
+ *
+ * The two halves are handed out separately: perf may hold one while the
+ * allocator's tracers use the other, in the same save area, which
+ * IA32_DS_AREA points at as long as either side uses a half (see
+ * ds_area_get()). @users, @state, @perf_held and @perf_waiters are under
+ * ds_perf_lock, @users under ds_mutex too.
  */
-static unsigned int ds_perf_waiters;
+struct ds_facility {
+	enum ds_kind		kind;
+	unsigned int		users;
+	enum ds_hw_state	state;
+	bool			perf_held;
+	unsigned int		perf_waiters;
+	bool			active;
+	struct delayed_work	linger_work;
+};
+
+static DEFINE_SPINLOCK(ds_perf_lock);
+static void ds_hw_linger_fn(struct work_struct *work);
+
+#define DS_FACILITY_INIT(k) {						\
+	.kind		= (k),						\
+	.linger_work	= __DELAYED_WORK_INITIALIZER(			\
+				ds_facilities[k].linger_work,		\
+				ds_hw_linger_fn, 0),			\
+}
+
+static struct ds_facility ds_facilities[DS_NR_KINDS] = {
+	[DS_BTS]	= DS_FACILITY_INIT(DS_BTS),
+	[DS_PEBS]	= DS_FACILITY_INIT(DS_PEBS),
+};
+
 /* The teardown, for lockdep: perf's reservation may wait for it. */
 #ifdef CONFIG_LOCKDEP
 static struct lockdep_map ds_hw_teardown_map =
 	STATIC_LOCKDEP_MAP_INIT("ds_hw_teardown", &ds_hw_teardown_map);
 #endif
-/*
- * Staging buffers exist and online CPUs are armed. Set under ds_mutex,
- * cleared by whoever tears down; see ds_hw_teardown().
- */
-static bool ds_hw_active;
 
 /*
  * Setting up arms every CPU and mapping the staging buffers flushes every
@@ -326,8 +366,6 @@ static bool ds_hw_active;
 #define DS_HW_LINGER		HZ
 /* DS_HW_LINGER; KUnit makes it longer than any test. */
 static unsigned long ds_hw_linger = DS_HW_LINGER;
-static void ds_hw_linger_fn(struct work_struct *work);
-static DECLARE_DELAYED_WORK(ds_hw_linger_work, ds_hw_linger_fn);
 /* Attached hardware tracers per kind, task and CPU; under ds_mutex. */
 static unsigned int ds_nr_task_hw[DS_NR_KINDS];
 static unsigned int ds_nr_cpu[DS_NR_KINDS];
@@ -417,13 +455,14 @@ static u32 ds_msr_arm_pmi(void)
 
 /*
  * Many CPUs mask LVTPC when they deliver a PMI. A PEBS threshold also sets
- * GLOBAL_STATUS.OvfBuffer, which stays set until software clears it: clear
- * it, as perf does for its own buffer, or perf's PMI handler finds it
- * later and takes it for a PEBS interrupt of its own.
+ * GLOBAL_STATUS.OvfBuffer, which stays set until software clears it: while
+ * the PEBS half is ours (@ovf_buffer), clear it, as perf does for its own
+ * buffer, or perf's PMI handler finds it later and takes it for a PEBS
+ * interrupt of its own. While the half is perf's, the bit is perf's too.
  */
-static void ds_msr_ack_pmi(void)
+static void ds_msr_ack_pmi(bool ovf_buffer)
 {
-	if (ds_msr_ack_ovf_buffer)
+	if (ovf_buffer && ds_msr_ack_ovf_buffer)
 		wrmsrl(MSR_CORE_PERF_GLOBAL_OVF_CTRL,
 		       MSR_CORE_PERF_GLOBAL_OVF_CTRL_OVF_BUF);
 	apic_write(APIC_LVTPC, APIC_DM_NMI);
@@ -1053,6 +1092,11 @@ static struct ds_tracer *ds_wanted(struct ds_cpu *dc, enum ds_kind kind,
 	return tracer && tracer->backend == &ds_hw_backend ? tracer : NULL;
 }
 
+static bool ds_cpu_uses(const struct ds_cpu *dc, enum ds_kind kind)
+{
+	return READ_ONCE(dc->kinds) & BIT(kind);
+}
+
 /* BTS off, then every staging buffer into its tracer. */
 static void ds_cpu_stop(struct ds_cpu *dc)
 {
@@ -1060,9 +1104,9 @@ static void ds_cpu_stop(struct ds_cpu *dc)
 
 	lockdep_assert_irqs_disabled();
 
-	if (!dc->armed)
-		return;
-	ds_debugctl_set(dc, 0);
+	/* The BTS bits are perf's while it holds the BTS half. */
+	if (ds_cpu_uses(dc, DS_BTS))
+		ds_debugctl_set(dc, 0);
 	for (kind = 0; kind < DS_NR_KINDS; kind++)
 		if (dc->loaded[kind])
 			ds_stage_collect(dc, kind);
@@ -1076,12 +1120,12 @@ static void ds_cpu_start(struct ds_cpu *dc, struct task_struct *task)
 
 	lockdep_assert_irqs_disabled();
 
-	if (!dc->armed)
+	if (!dc->kinds)
 		return;
 	/* New thresholds: their PMI is yet to come. */
 	WRITE_ONCE(dc->pmi_seen, false);
 	for (kind = 0; kind < DS_NR_KINDS; kind++)
-		if (dc->stage[kind])
+		if (ds_cpu_uses(dc, kind))
 			WRITE_ONCE(dc->loaded[kind], ds_wanted(dc, kind, task));
 	/*
 	 * Pairs with the barrier in ds_sync_loaded(): either it sees the
@@ -1091,7 +1135,7 @@ static void ds_cpu_start(struct ds_cpu *dc, struct task_struct *task)
 	 */
 	smp_mb();
 	for (kind = 0; kind < DS_NR_KINDS; kind++) {
-		if (!dc->stage[kind])
+		if (!ds_cpu_uses(dc, kind))
 			continue;
 		tracer = dc->loaded[kind];
 		if (tracer && !READ_ONCE(tracer->attached)) {
@@ -1100,54 +1144,92 @@ static void ds_cpu_start(struct ds_cpu *dc, struct task_struct *task)
 		}
 		ds_stage_program(dc, kind, tracer);
 	}
-	ds_debugctl_set(dc, ds_bts_bits(dc->loaded[DS_BTS]));
+	if (ds_cpu_uses(dc, DS_BTS))
+		ds_debugctl_set(dc, ds_bts_bits(dc->loaded[DS_BTS]));
 }
 
-static void ds_cpu_unload(struct ds_cpu *dc)
-{
-	enum ds_kind kind;
+/*
+ * IA32_DS_AREA points at this CPU's save area while anybody uses a half
+ * of it: the allocator's tracers (DS_AREA_TRACERS) or perf
+ * (DS_AREA_PERF). Both load the same address, so the MSR is written only
+ * when the first user comes and the last one goes. On the CPU itself,
+ * interrupts disabled.
+ */
+#define DS_AREA_TRACERS		BIT(0)
+#define DS_AREA_PERF		BIT(1)
 
-	ds_cpu_stop(dc);
-	for (kind = 0; kind < DS_NR_KINDS; kind++) {
-		dc->loaded[kind] = NULL;
-		if (dc->stage[kind])
-			ds_stage_program(dc, kind, NULL);
-	}
-}
-
-static void ds_cpu_arm(struct ds_cpu *dc)
+static void ds_area_get(struct ds_cpu *dc, unsigned int user)
 {
 	lockdep_assert_irqs_disabled();
 
-	if (dc->armed)
+	if (!dc->area_users)
+		static_call(ds_hw_write_ds_area)(dc->area_hw);
+	dc->area_users |= user;
+}
+
+static void ds_area_put(struct ds_cpu *dc, unsigned int user)
+{
+	lockdep_assert_irqs_disabled();
+
+	if (!(dc->area_users & user))
 		return;
-	static_call(ds_hw_write_ds_area)(dc->area_hw);
-	dc->lvtpc = static_call(ds_hw_arm_pmi)();
+	dc->area_users &= ~user;
+	if (!dc->area_users)
+		static_call(ds_hw_write_ds_area)(0);
+}
+
+/* This CPU's tracers start to use the @kind half of the save area. */
+static void ds_cpu_activate(struct ds_cpu *dc, enum ds_kind kind)
+{
+	lockdep_assert_irqs_disabled();
+
+	if (dc->kinds & BIT(kind))
+		return;
+	ds_cpu_stop(dc);
+	if (!dc->kinds) {
+		ds_area_get(dc, DS_AREA_TRACERS);
+		dc->lvtpc = static_call(ds_hw_arm_pmi)();
+	}
 	/*
 	 * Adaptive PEBS writes the groups MSR_PEBS_DATA_CFG selects, which
 	 * perf programs for its events and may have left set: ours are the
 	 * basic group alone, whose size the record formats assume. perf
-	 * caches the value it wrote, so it gets it back at the disarm.
+	 * caches the value it wrote, so it gets it back at the deactivation.
 	 */
-	if (ds_pebs_adaptive())
+	if (kind == DS_PEBS && ds_pebs_adaptive())
 		dc->pebs_data_cfg = static_call(ds_hw_swap_pebs_data_cfg)(0);
-	/* The NMI handler may look at the area from now on. */
-	WRITE_ONCE(dc->armed, true);
+	/* The NMI handler may look at the half from now on. */
+	WRITE_ONCE(dc->kinds, dc->kinds | BIT(kind));
 	ds_cpu_start(dc, current);
 }
 
-static void ds_cpu_disarm(struct ds_cpu *dc)
+/* Collect the @kind half and leave it, and the save area if it was the last. */
+static void ds_cpu_deactivate(struct ds_cpu *dc, enum ds_kind kind)
 {
 	lockdep_assert_irqs_disabled();
 
-	if (!dc->armed)
+	if (!(dc->kinds & BIT(kind)))
 		return;
-	ds_cpu_unload(dc);
-	WRITE_ONCE(dc->armed, false);
-	static_call(ds_hw_write_ds_area)(0);
-	static_call(ds_hw_restore_pmi)(dc->lvtpc);
-	if (ds_pebs_adaptive())
+	ds_cpu_stop(dc);
+	dc->loaded[kind] = NULL;
+	ds_stage_program(dc, kind, NULL);
+	WRITE_ONCE(dc->kinds, dc->kinds & ~BIT(kind));
+	if (kind == DS_PEBS && ds_pebs_adaptive())
 		static_call(ds_hw_swap_pebs_data_cfg)(dc->pebs_data_cfg);
+	if (!dc->kinds) {
+		ds_area_put(dc, DS_AREA_TRACERS);
+		static_call(ds_hw_restore_pmi)(dc->lvtpc);
+	}
+	ds_cpu_start(dc, current);
+}
+
+/* Leave every half: the CPU goes offline or into suspend. */
+static void ds_cpu_disarm(struct ds_cpu *dc)
+{
+	enum ds_kind kind;
+
+	for (kind = 0; kind < DS_NR_KINDS; kind++)
+		ds_cpu_deactivate(dc, kind);
 }
 
 /* Make this CPU's hardware match the published state; IPI callback. */
@@ -1209,14 +1291,18 @@ static void ds_sync_task(struct task_struct *task)
 		ds_sync_cpu(cpu);
 }
 
-static void ds_cpu_arm_ipi(void *unused)
+static void ds_cpu_activate_ipi(void *info)
 {
-	ds_cpu_arm(this_cpu_ptr(&ds_cpus));
+	struct ds_facility *fac = info;
+
+	ds_cpu_activate(this_cpu_ptr(&ds_cpus), fac->kind);
 }
 
-static void ds_cpu_disarm_ipi(void *unused)
+static void ds_cpu_deactivate_ipi(void *info)
 {
-	ds_cpu_disarm(this_cpu_ptr(&ds_cpus));
+	struct ds_facility *fac = info;
+
+	ds_cpu_deactivate(this_cpu_ptr(&ds_cpus), fac->kind);
 }
 
 static void ds_collect_work(struct irq_work *work)
@@ -1230,7 +1316,7 @@ static bool ds_cpu_at_threshold(struct ds_cpu *dc)
 	enum ds_kind kind;
 
 	for (kind = 0; kind < DS_NR_KINDS; kind++) {
-		if (!dc->stage[kind])
+		if (!ds_cpu_uses(dc, kind))
 			continue;
 		part = ds_part(dc->area, kind);
 		if (READ_ONCE(part->index) >= READ_ONCE(part->threshold))
@@ -1256,7 +1342,7 @@ static void ds_nmi_stop_bts(struct ds_cpu *dc)
 	struct ds_area_part *part;
 	u64 ctl;
 
-	if (!dc->stage[DS_BTS])
+	if (!ds_cpu_uses(dc, DS_BTS))
 		return;
 	part = ds_part(dc->area, DS_BTS);
 	if (READ_ONCE(part->index) < READ_ONCE(part->threshold))
@@ -1270,18 +1356,18 @@ static int ds_nmi_handler(unsigned int cmd, struct pt_regs *regs)
 {
 	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
 
-	if (READ_ONCE(dc->armed) && ds_cpu_at_threshold(dc)) {
+	if (ds_cpu_at_threshold(dc)) {
 		WRITE_ONCE(dc->pmi_seen, true);
 		ds_nmi_stop_bts(dc);
-		static_call(ds_hw_ack_pmi)();
+		static_call(ds_hw_ack_pmi)(ds_cpu_uses(dc, DS_PEBS));
 		irq_work_queue(&dc->collect_work);
 		return NMI_HANDLED;
 	}
 	if (local_read(&dc->pmi_owed) <= 0)
 		return NMI_DONE;
 	local_dec(&dc->pmi_owed);
-	if (READ_ONCE(dc->armed))
-		static_call(ds_hw_ack_pmi)();
+	if (READ_ONCE(dc->kinds))
+		static_call(ds_hw_ack_pmi)(ds_cpu_uses(dc, DS_PEBS));
 	else
 		static_call(ds_hw_restore_pmi)(dc->lvtpc);
 	return NMI_HANDLED;
@@ -1323,115 +1409,127 @@ static int ds_stage_alloc(int cpu, enum ds_kind kind)
 }
 
 /*
- * Unmap every slot, flush once, and only then free the pages: until the
- * flush, a CPU may still reach them through a stale TLB entry. One
- * broadcast flush, where a flush per slot made two for every possible CPU.
+ * Unmap every CPU's slot, flush once, and only then free the pages: until
+ * the flush, a CPU may still reach them through a stale TLB entry. One
+ * broadcast flush, where a flush per slot made one for every possible CPU.
  */
-static void ds_stage_free_all(void)
+static void ds_stage_free_all(enum ds_kind kind)
 {
 	unsigned long start = ULONG_MAX, end = 0;
-	enum ds_kind kind;
+	size_t size = ds_stage_size(kind);
 	int cpu;
 
 	for_each_possible_cpu(cpu) {
 		struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
 
-		for (kind = 0; kind < DS_NR_KINDS; kind++) {
-			size_t size = ds_stage_size(kind);
-
-			if (!dc->stage[kind])
-				continue;
-			static_call(ds_hw_unmap)((void *)dc->stage_hw[kind],
-						 size);
-			start = min(start, dc->stage_hw[kind]);
-			end = max(end, dc->stage_hw[kind] + size);
-		}
+		if (!dc->stage[kind])
+			continue;
+		static_call(ds_hw_unmap)((void *)dc->stage_hw[kind], size);
+		start = min(start, dc->stage_hw[kind]);
+		end = max(end, dc->stage_hw[kind] + size);
 	}
 	if (start < end)
 		static_call(ds_hw_flush)(start, end);
 
 	for_each_possible_cpu(cpu)
-		for (kind = 0; kind < DS_NR_KINDS; kind++)
-			ds_stage_free(cpu, kind);
+		ds_stage_free(cpu, kind);
 }
 
-static int ds_stage_alloc_all(void)
+static int ds_stage_alloc_all(enum ds_kind kind)
 {
-	enum ds_kind kind;
 	int cpu, err;
 
 	for_each_possible_cpu(cpu) {
 		struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
 
-		dc->area = per_cpu_ptr(&cpu_debug_store, cpu);
-		dc->area_hw = (unsigned long)&get_cpu_entry_area(cpu)->cpu_debug_store;
-		/* perf may have used the area before. */
-		memset(dc->area, 0, sizeof(*dc->area));
-		dc->debugctl = 0;
-		for (kind = 0; kind < DS_NR_KINDS; kind++) {
-			if (!ds_kind_present(kind))
-				continue;
-			err = ds_stage_alloc(cpu, kind);
-			if (err)
-				goto free_stages;
-		}
+		/* perf may have used the half before; the other may be perf's. */
+		memset(ds_part(dc->area, kind), 0, sizeof(struct ds_area_part));
+		if (kind == DS_PEBS)
+			memset(dc->area->pebs_event_reset, 0,
+			       sizeof(dc->area->pebs_event_reset));
+		else
+			dc->debugctl = 0;
+		err = ds_stage_alloc(cpu, kind);
+		if (err)
+			goto free_stages;
 	}
 	return 0;
 
 free_stages:
-	ds_stage_free_all();
+	ds_stage_free_all(kind);
 	return err;
 }
 
-/* The first hardware tracer sets up the staging buffers and every CPU. */
-static int ds_hw_setup(void)
+/*
+ * perf's PT/LBR/BTS exclusivity: our BTS takes part as perf's own BTS
+ * event does, so that it never runs beside intel_pt or intel_bts on a CPU
+ * that cannot have both.
+ */
+static int ds_hw_exclusive_get(enum ds_kind kind)
+{
+	KUNIT_STATIC_STUB_REDIRECT(ds_hw_exclusive_get, kind);
+	return kind == DS_BTS ? x86_perf_get_bts_exclusive() : 0;
+}
+
+static void ds_hw_exclusive_put(enum ds_kind kind)
+{
+	KUNIT_STATIC_STUB_REDIRECT(ds_hw_exclusive_put, kind);
+	if (kind == DS_BTS)
+		x86_perf_put_bts_exclusive();
+}
+
+/* A facility's first hardware tracer sets up its staging buffers. */
+static int ds_hw_setup(struct ds_facility *fac)
 {
 	int err;
 
 	lockdep_assert_held(&ds_mutex);
 	lockdep_assert_cpus_held();
 
-	err = ds_stage_alloc_all();
+	err = ds_hw_exclusive_get(fac->kind);
 	if (err)
 		return err;
-	err = register_nmi_handler(NMI_LOCAL, ds_nmi_handler, 0, "ds");
+	err = ds_stage_alloc_all(fac->kind);
 	if (err)
-		goto free_stages;
-	/* Onlining CPUs arm themselves from now on. */
-	WRITE_ONCE(ds_hw_active, true);
-	on_each_cpu(ds_cpu_arm_ipi, NULL, 1);
+		goto put_exclusive;
+	/* Onlining CPUs activate the half themselves from now on. */
+	WRITE_ONCE(fac->active, true);
+	on_each_cpu(ds_cpu_activate_ipi, fac, 1);
 	return 0;
 
-free_stages:
-	ds_stage_free_all();
+put_exclusive:
+	ds_hw_exclusive_put(fac->kind);
 	return err;
 }
 
 /*
  * Needs neither ds_mutex nor the CPU hotplug lock: perf tears a lingering
  * setup down from its reservation, which may run under cpus_write_lock(),
- * and the linger's end takes only ds_mutex. ds_hw_state excludes every other setup and teardown,
- * and no tracer is attached. A CPU coming online arms itself only if it
- * sees ds_hw_active, and it is in cpu_online_mask before it looks: with a
- * full barrier on both sides, either it sees the flag cleared or
- * on_each_cpu() sees it online and disarms it.
+ * and the linger's end takes only ds_mutex. The facility's state excludes
+ * every other setup and teardown of it, and no tracer of its kind is
+ * attached. A CPU coming online activates the half only if it sees
+ * @fac->active, and it is in cpu_online_mask before it looks: with a full
+ * barrier on both sides, either it sees the flag cleared or on_each_cpu()
+ * sees it online and deactivates it. The NMI handler reads only the save
+ * area, never a staging buffer, so the buffers may go as soon as every
+ * CPU has left them.
  */
-static void ds_hw_teardown(void)
+static void ds_hw_teardown(struct ds_facility *fac)
 {
 	int cpu;
 
 	lock_map_acquire(&ds_hw_teardown_map);
-	WRITE_ONCE(ds_hw_active, false);
+	WRITE_ONCE(fac->active, false);
 	smp_mb();	/* pairs with ds_cpu_online() */
-	on_each_cpu(ds_cpu_disarm_ipi, NULL, 1);
-	unregister_nmi_handler(NMI_LOCAL, "ds");
+	on_each_cpu(ds_cpu_deactivate_ipi, fac, 1);
 	for_each_possible_cpu(cpu)
 		irq_work_sync(&per_cpu_ptr(&ds_cpus, cpu)->collect_work);
-	ds_stage_free_all();
+	ds_stage_free_all(fac->kind);
+	ds_hw_exclusive_put(fac->kind);
 	lock_map_release(&ds_hw_teardown_map);
 }
 
-static int ds_hw_get(void)
+static int ds_hw_get(struct ds_facility *fac)
 {
 	enum ds_hw_state state;
 	int err = 0;
@@ -1439,41 +1537,42 @@ static int ds_hw_get(void)
 	lockdep_assert_held(&ds_mutex);
 
 	spin_lock(&ds_perf_lock);
-	state = ds_hw_state;
-	/* perf holds the Debug Store, or is about to once a teardown ends. */
-	if (ds_perf_held || state == DS_HW_TEARING_DOWN || ds_perf_waiters) {
+	state = fac->state;
+	/* perf holds the half, or is about to once a teardown ends. */
+	if (fac->perf_held || state == DS_HW_TEARING_DOWN ||
+	    fac->perf_waiters) {
 		err = -EBUSY;
 	} else {
-		ds_hw_users++;
+		fac->users++;
 		if (state == DS_HW_DOWN)
-			WRITE_ONCE(ds_hw_state, DS_HW_SETTING_UP);
+			WRITE_ONCE(fac->state, DS_HW_SETTING_UP);
 	}
 	spin_unlock(&ds_perf_lock);
 	/* Up already, with users or lingering without: nothing to do. */
 	if (err || state != DS_HW_DOWN)
 		return err;
 
-	err = ds_hw_setup();
+	err = ds_hw_setup(fac);
 	spin_lock(&ds_perf_lock);
 	if (err) {
-		ds_hw_users--;
-		WRITE_ONCE(ds_hw_state, DS_HW_DOWN);
+		fac->users--;
+		WRITE_ONCE(fac->state, DS_HW_DOWN);
 	} else {
-		WRITE_ONCE(ds_hw_state, DS_HW_UP);
+		WRITE_ONCE(fac->state, DS_HW_UP);
 	}
 	spin_unlock(&ds_perf_lock);
 	return err;
 }
 
 /* The last user leaves the resources set up for ds_hw_linger. */
-static void ds_hw_put(void)
+static void ds_hw_put(struct ds_facility *fac)
 {
 	lockdep_assert_held(&ds_mutex);
 
 	spin_lock(&ds_perf_lock);
-	if (!--ds_hw_users)
+	if (!--fac->users)
 		/* From the last release: a loop keeps it up for good. */
-		mod_delayed_work(system_power_efficient_wq, &ds_hw_linger_work,
+		mod_delayed_work(system_power_efficient_wq, &fac->linger_work,
 				 READ_ONCE(ds_hw_linger));
 	spin_unlock(&ds_perf_lock);
 }
@@ -1481,24 +1580,24 @@ static void ds_hw_put(void)
 /*
  * Claim the teardown of a lingering setup. Counted as DS_HW_TEARING_DOWN
  * until it is over: perf would otherwise map its buffers into the CEA
- * slots we are unmapping and load IA32_DS_AREA while we clear it.
+ * slots we are unmapping.
  */
-static bool ds_hw_claim_teardown(void)
+static bool ds_hw_claim_teardown(struct ds_facility *fac)
 {
 	lockdep_assert_held(&ds_perf_lock);
 
-	if (ds_hw_users || ds_hw_state != DS_HW_UP)
+	if (fac->users || fac->state != DS_HW_UP)
 		return false;
-	WRITE_ONCE(ds_hw_state, DS_HW_TEARING_DOWN);
+	WRITE_ONCE(fac->state, DS_HW_TEARING_DOWN);
 	return true;
 }
 
 /* The teardown is over; @perf_takes: perf's reservation claimed it. */
-static void ds_hw_teardown_done(bool perf_takes)
+static void ds_hw_teardown_done(struct ds_facility *fac, bool perf_takes)
 {
 	spin_lock(&ds_perf_lock);
-	WRITE_ONCE(ds_hw_state, DS_HW_DOWN);
-	ds_perf_held |= perf_takes;
+	WRITE_ONCE(fac->state, DS_HW_DOWN);
+	fac->perf_held |= perf_takes;
 	spin_unlock(&ds_perf_lock);
 	/*
 	 * A reservation waits for the state to change. The unlock orders only
@@ -1506,14 +1605,14 @@ static void ds_hw_teardown_done(bool perf_takes)
 	 * look at the wait queue, and pairs with the one in wait_var_event().
 	 */
 	smp_mb();
-	wake_up_var(&ds_hw_state);
+	wake_up_var(&fac->state);
 }
 
 /*
  * End a lingering setup, if there still is one. Under ds_mutex, so that a
  * request that comes meanwhile waits for the teardown rather than fails.
  */
-static void ds_hw_end_linger(void)
+static void ds_hw_end_linger(struct ds_facility *fac)
 {
 	bool claimed;
 
@@ -1523,30 +1622,34 @@ static void ds_hw_end_linger(void)
 	 */
 	mutex_lock(&ds_mutex);
 	spin_lock(&ds_perf_lock);
-	claimed = ds_hw_claim_teardown();
+	claimed = ds_hw_claim_teardown(fac);
 	spin_unlock(&ds_perf_lock);
 	if (claimed) {
-		ds_hw_teardown();
-		ds_hw_teardown_done(false);
+		ds_hw_teardown(fac);
+		ds_hw_teardown_done(fac, false);
 	}
 	mutex_unlock(&ds_mutex);
 }
 
 static void ds_hw_linger_fn(struct work_struct *work)
 {
-	ds_hw_end_linger();
+	ds_hw_end_linger(container_of(to_delayed_work(work),
+				      struct ds_facility, linger_work));
 }
 
 /* --- CPU hotplug --- */
 
 static int ds_cpu_online(unsigned int cpu)
 {
+	enum ds_kind kind;
+
 	local_irq_disable();
 	/* INIT dropped a PMI owed from before the CPU went offline. */
 	local_set(&this_cpu_ptr(&ds_cpus)->pmi_owed, 0);
 	smp_mb();	/* online, then look; pairs with ds_hw_teardown() */
-	if (READ_ONCE(ds_hw_active))
-		ds_cpu_arm(this_cpu_ptr(&ds_cpus));
+	for (kind = 0; kind < DS_NR_KINDS; kind++)
+		if (READ_ONCE(ds_facilities[kind].active))
+			ds_cpu_activate(this_cpu_ptr(&ds_cpus), kind);
 	local_irq_enable();
 	return 0;
 }
@@ -1567,17 +1670,17 @@ static int ds_cpu_offline(unsigned int cpu)
  * ds_cpu_online(); the boot CPU stays up and loses IA32_DS_AREA and
  * DEBUGCTL to the power cycle. Syscore ops run on it alone, interrupts
  * disabled, and without the CPU hotplug lock: a setup or teardown may be
- * between ds_hw_active and its IPIs. So suspend disarms completely, LVTPC
- * included, before lapic_suspend() saves it (syscore ops suspend in the
- * reverse order of registration), and resume arms again only if the CPU
- * was armed and the hardware is still up. Whatever the pending IPI then
- * does, arming or disarming, finds the CPU in the state it expects.
+ * between a facility's @active and its IPIs. So suspend leaves every half,
+ * LVTPC included, before lapic_suspend() saves it (syscore ops suspend in
+ * the reverse order of registration), and resume takes up again the halves
+ * the CPU used that are still set up. Whatever the pending IPI then does,
+ * activating or deactivating, finds the CPU in the state it expects.
  */
 static int ds_syscore_suspend(void *unused)
 {
 	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
 
-	dc->resume_arm = dc->armed;
+	dc->resume_kinds = dc->kinds;
 	ds_cpu_disarm(dc);
 	return 0;
 }
@@ -1585,16 +1688,19 @@ static int ds_syscore_suspend(void *unused)
 static void ds_syscore_rearm(void)
 {
 	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
+	unsigned int kinds = dc->resume_kinds;
+	enum ds_kind kind;
 
 	/* A threshold PMI owed before the power cycle never comes. */
 	local_set(&dc->pmi_owed, 0);
-	if (!dc->resume_arm || !READ_ONCE(ds_hw_active))
-		return;
-	dc->resume_arm = false;
+	dc->resume_kinds = 0;
 	/* The firmware's DEBUGCTL, not what we wrote before the suspend. */
 	dc->debugctl = static_call(ds_hw_read_debugctl)();
 	dc->debugctl &= DS_DEBUGCTL_MASK;
-	ds_cpu_arm(dc);
+	for (kind = 0; kind < DS_NR_KINDS; kind++)
+		if ((kinds & BIT(kind)) &&
+		    READ_ONCE(ds_facilities[kind].active))
+			ds_cpu_activate(dc, kind);
 }
 
 static void ds_syscore_resume(void *unused)
@@ -1628,7 +1734,7 @@ static int ds_hw_backend_start(struct ds_tracer *tracer)
 	/* Task and CPU tracers of a kind would fight over the staging buffer. */
 	if (per_cpu ? ds_nr_task_hw[kind] : ds_nr_cpu[kind])
 		return -EBUSY;
-	err = ds_hw_get();
+	err = ds_hw_get(&ds_facilities[kind]);
 	if (err)
 		return err;
 	if (per_cpu)
@@ -1644,15 +1750,15 @@ static void ds_hw_backend_stop(struct ds_tracer *tracer)
 		ds_nr_cpu[tracer->kind]--;
 	else
 		ds_nr_task_hw[tracer->kind]--;
-	ds_hw_put();
+	ds_hw_put(&ds_facilities[tracer->kind]);
 }
 
-static bool ds_hw_is_free(void)
+static bool ds_hw_is_free(enum ds_kind kind)
 {
 	bool held;
 
 	spin_lock(&ds_perf_lock);
-	held = ds_perf_held;
+	held = ds_facilities[kind].perf_held;
 	spin_unlock(&ds_perf_lock);
 	return !held;
 }
@@ -1675,7 +1781,7 @@ static const struct ds_backend *ds_choose_backend(enum ds_kind kind,
 		return emu ?: ERR_PTR(-EOPNOTSUPP);
 	default:
 		/* Prefer the hardware, unless perf holds it and we can emulate. */
-		if (hw && (ds_hw_is_free() || !emu))
+		if (hw && (ds_hw_is_free(kind) || !emu))
 			return &ds_hw_backend;
 		return emu ?: ERR_PTR(-EOPNOTSUPP);
 	}
@@ -1998,7 +2104,7 @@ static void ds_tracer_sync_local(struct ds_tracer *tracer)
 
 	local_irq_save(flags);
 	dc = this_cpu_ptr(&ds_cpus);
-	if (dc->armed && dc->loaded[tracer->kind] == tracer)
+	if (dc->loaded[tracer->kind] == tracer)
 		ds_cpu_sync(NULL);
 	local_irq_restore(flags);
 }
@@ -2361,40 +2467,50 @@ void ds_exit_thread(struct task_struct *task)
 /* --- perf --- */
 
 /* A teardown in flight ends soon: wait for it rather than fail. */
-static void ds_perf_wait_teardown(void)
+static void ds_perf_wait_teardown(struct ds_facility *fac)
 	__must_hold(&ds_perf_lock)
 {
 	lockdep_assert_held(&ds_perf_lock);
 
-	if (ds_hw_state != DS_HW_TEARING_DOWN)
+	if (fac->state != DS_HW_TEARING_DOWN)
 		return;
-	ds_perf_waiters++;
+	fac->perf_waiters++;
 	do {
 		spin_unlock(&ds_perf_lock);
-		wait_var_event(&ds_hw_state,
-			       READ_ONCE(ds_hw_state) != DS_HW_TEARING_DOWN);
+		wait_var_event(&fac->state,
+			       READ_ONCE(fac->state) != DS_HW_TEARING_DOWN);
 		spin_lock(&ds_perf_lock);
-	} while (ds_hw_state == DS_HW_TEARING_DOWN);
-	ds_perf_waiters--;
+	} while (fac->state == DS_HW_TEARING_DOWN);
+	fac->perf_waiters--;
 }
 
-int ds_perf_reserve(void)
+static struct ds_facility *ds_perf_facility(enum ds_kind kind)
 {
+	if (WARN_ON_ONCE(kind != DS_BTS && kind != DS_PEBS))
+		return NULL;
+	return &ds_facilities[kind];
+}
+
+int ds_perf_reserve(enum ds_kind kind)
+{
+	struct ds_facility *fac = ds_perf_facility(kind);
 	bool claimed = false;
 	int err = 0;
 
+	if (!fac)
+		return -EINVAL;
 	might_sleep();
 	/* As flush_work(): whatever the teardown waits for, we may wait for. */
 	lock_map_acquire(&ds_hw_teardown_map);
 	lock_map_release(&ds_hw_teardown_map);
 
 	spin_lock(&ds_perf_lock);
-	ds_perf_wait_teardown();
-	if (ds_perf_held)
+	ds_perf_wait_teardown(fac);
+	if (fac->perf_held)
 		err = -EBUSY;
-	else if (ds_hw_state == DS_HW_DOWN)
-		ds_perf_held = true;
-	else if (!ds_hw_claim_teardown())
+	else if (fac->state == DS_HW_DOWN)
+		fac->perf_held = true;
+	else if (!ds_hw_claim_teardown(fac))
 		err = -EBUSY;
 	else
 		claimed = true;
@@ -2403,24 +2519,37 @@ int ds_perf_reserve(void)
 		return err;
 
 	/* Set up, but only lingering: perf's need ends the linger. */
-	ds_hw_teardown();
-	ds_hw_teardown_done(true);
+	ds_hw_teardown(fac);
+	ds_hw_teardown_done(fac, true);
 	/* Would find nothing to tear down; cancelled only to save the run. */
-	cancel_delayed_work(&ds_hw_linger_work);
+	cancel_delayed_work(&fac->linger_work);
 	return 0;
 }
 EXPORT_SYMBOL_GPL(ds_perf_reserve);
 
-bool ds_perf_holds(void)
+bool ds_perf_holds(enum ds_kind kind)
 {
-	return !ds_hw_is_free();
+	struct ds_facility *fac = ds_perf_facility(kind);
+	bool held;
+
+	if (!fac)
+		return false;
+	spin_lock(&ds_perf_lock);
+	held = fac->perf_held;
+	spin_unlock(&ds_perf_lock);
+	return held;
 }
 EXPORT_SYMBOL_GPL(ds_perf_holds);
 
-void ds_perf_release(void)
+void ds_perf_release(enum ds_kind kind)
 {
+	struct ds_facility *fac = ds_perf_facility(kind);
+
+	if (!fac)
+		return;
 	spin_lock(&ds_perf_lock);
-	ds_perf_held = false;
+	WARN_ON_ONCE(!fac->perf_held);
+	fac->perf_held = false;
 	spin_unlock(&ds_perf_lock);
 }
 EXPORT_SYMBOL_GPL(ds_perf_release);
@@ -2521,12 +2650,26 @@ static int __init ds_init(void)
 {
 	int cpu, ret;
 
-	/* Hard: the collection needs interrupts off, also on PREEMPT_RT. */
-	for_each_possible_cpu(cpu)
-		per_cpu_ptr(&ds_cpus, cpu)->collect_work =
-			IRQ_WORK_INIT_HARD(ds_collect_work);
+	for_each_possible_cpu(cpu) {
+		struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
+
+		dc->area = per_cpu_ptr(&cpu_debug_store, cpu);
+		dc->area_hw = (unsigned long)&get_cpu_entry_area(cpu)->cpu_debug_store;
+		/* Hard: the collection needs interrupts off, also on PREEMPT_RT. */
+		dc->collect_work = IRQ_WORK_INIT_HARD(ds_collect_work);
+	}
 	ds_probe();
 
+	/*
+	 * For good, not per setup: a threshold PMI may come after its half
+	 * was left (ds_stage_collect() owes it), and the facilities come and
+	 * go without a lock that would order registrations.
+	 */
+	if (ds_caps.bts || ds_caps.pebs) {
+		ret = register_nmi_handler(NMI_LOCAL, ds_nmi_handler, 0, "ds");
+		if (ret)
+			return ret;
+	}
 	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "x86/ds:online",
 				ds_cpu_online, ds_cpu_offline);
 	if (ret < 0)
@@ -2538,18 +2681,64 @@ static int __init ds_init(void)
 }
 arch_initcall(ds_init);
 
-/* perf drives the Debug Store only while it holds it, see ds_perf_reserve(). */
-static bool ds_perf_granted(void)
+/* perf drives a half only while it holds it, see ds_perf_reserve(). */
+static bool ds_perf_granted(enum ds_kind kind)
 {
-	return READ_ONCE(ds_perf_held);
+	return READ_ONCE(ds_facilities[kind].perf_held);
+}
+
+static bool ds_perf_granted_any(void)
+{
+	return ds_perf_granted(DS_BTS) || ds_perf_granted(DS_PEBS);
+}
+
+/* IPI callbacks: IA32_DS_AREA is shared with our tracers, see ds_area_get(). */
+static void ds_perf_load_area(void *unused)
+{
+	ds_area_get(this_cpu_ptr(&ds_cpus), DS_AREA_PERF);
+}
+
+static void ds_perf_unload_area(void *unused)
+{
+	ds_area_put(this_cpu_ptr(&ds_cpus), DS_AREA_PERF);
+}
+
+static void ds_perf_reload_area(struct debug_store *area)
+{
+	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
+
+	/* Otherwise the MSR is our tracers', and syscore resume reloads it. */
+	if (area && (dc->area_users & DS_AREA_PERF))
+		static_call(ds_hw_write_ds_area)(dc->area_hw);
 }
 
 #else /* !CONFIG_X86_DS */
 
 /* Without the allocator nobody else drives the Debug Store. */
-static bool ds_perf_granted(void)
+static bool ds_perf_granted(enum ds_kind kind)
 {
 	return true;
+}
+
+static bool ds_perf_granted_any(void)
+{
+	return true;
+}
+
+static void ds_perf_load_area(void *unused)
+{
+	static_call(ds_hw_write_ds_area)((unsigned long)
+					 ds_perf_area(smp_processor_id()));
+}
+
+static void ds_perf_unload_area(void *unused)
+{
+	static_call(ds_hw_write_ds_area)(0);
+}
+
+static void ds_perf_reload_area(struct debug_store *area)
+{
+	static_call(ds_hw_write_ds_area)((unsigned long)area);
 }
 
 #endif /* CONFIG_X86_DS */
@@ -2561,8 +2750,9 @@ static bool ds_perf_granted(void)
  * directly, as it always has: those are its hot paths. What it may not do
  * is drive the hardware: IA32_DS_AREA, the BTS bits of DEBUGCTL and the
  * cpu_entry_area slots go through these. With the allocator built, perf
- * drives them only while it holds the Debug Store (ds_perf_reserve()), so
- * the allocator's hardware tracers and perf never interleave.
+ * drives a half (BTS or PEBS) only while it holds it (ds_perf_reserve()),
+ * and the allocator's tracers the other: IA32_DS_AREA is the one thing
+ * they share, and it is counted.
  */
 
 struct debug_store *ds_perf_area(int cpu)
@@ -2579,7 +2769,9 @@ void *ds_perf_map_buffer(int cpu, enum ds_kind kind, void *buf, size_t size)
 	size_t slot = kind == DS_BTS ? sizeof(slots->bts_buffer) :
 				       sizeof(slots->pebs_buffer);
 
-	if (WARN_ON_ONCE(!ds_perf_granted()))
+	if (kind != DS_BTS && kind != DS_PEBS)
+		return NULL;
+	if (WARN_ON_ONCE(!ds_perf_granted(kind)))
 		return NULL;
 	/* ds.h promises NULL here: the caller's error to handle, no WARN. */
 	if (size > slot || !PAGE_ALIGNED(buf))
@@ -2602,36 +2794,29 @@ void ds_perf_unmap_buffer(int cpu, enum ds_kind kind, size_t size)
 }
 EXPORT_SYMBOL_GPL(ds_perf_unmap_buffer);
 
-static void ds_perf_write_area(void *area)
-{
-	static_call(ds_hw_write_ds_area)((unsigned long)area);
-}
-
 void ds_perf_install(int cpu)
 {
-	if (WARN_ON_ONCE(!ds_perf_granted()))
+	if (WARN_ON_ONCE(!ds_perf_granted_any()))
 		return;
-	smp_call_function_single(cpu, ds_perf_write_area, ds_perf_area(cpu), 1);
+	smp_call_function_single(cpu, ds_perf_load_area, NULL, 1);
 }
 EXPORT_SYMBOL_GPL(ds_perf_install);
 
 void ds_perf_uninstall(int cpu)
 {
-	smp_call_function_single(cpu, ds_perf_write_area, NULL, 1);
+	smp_call_function_single(cpu, ds_perf_unload_area, NULL, 1);
 }
 EXPORT_SYMBOL_GPL(ds_perf_uninstall);
 
 void ds_perf_restore(struct debug_store *area)
 {
-	/* Otherwise the MSR is the allocator's. */
-	if (ds_perf_granted())
-		ds_perf_write_area(area);
+	ds_perf_reload_area(area);
 }
 EXPORT_SYMBOL_GPL(ds_perf_restore);
 
 /*
  * From perf's PMU enable and disable paths, so also from NMI: fine, since
- * while perf holds the Debug Store the allocator writes none of these bits.
+ * while perf holds the BTS half the allocator writes none of these bits.
  * As before, enabling adds to the bits already set; disabling clears all.
  */
 void ds_perf_bts_enable(bool user, bool kernel, bool interrupt)

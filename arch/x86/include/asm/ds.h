@@ -533,39 +533,46 @@ bool ds_emulated_recording(struct task_struct *task);
 int ds_update(struct ds_tracer *tracer, const struct ds_config *cfg);
 
 /**
- * ds_perf_reserve() - perf asks for the Debug Store buffers
+ * ds_perf_reserve() - perf asks for one half of the Debug Store
+ * @kind: %DS_BTS for perf's BTS event and intel_bts, %DS_PEBS for its
+ *	  precise events
  *
- * perf and the allocator's hardware tracers take turns on the Debug Store:
- * perf gets it only while there are no hardware tracers, and hardware
- * requests fail with -EBUSY while perf holds it. The holder drives the
- * hardware through the ds_perf_*() calls below. The allocator keeps its
- * hardware set up for a while after its last tracer is gone; a reservation
- * then tears it down on the spot, with the CPU hotplug lock held or not.
- * If the allocator is tearing it down itself, the reservation waits for
- * the end of that teardown, and hardware requests fail with -EBUSY while
- * it waits. The reservation is not counted: perf takes it once, for its
- * first event that uses the Debug Store (BTS, precise or intel_bts), and
- * gives it back after the last.
- *
- * Context: process context, may sleep.
- * Return: 0, or -EBUSY while hardware tracers exist or are being set up,
- * or while perf holds the Debug Store already.
- */
-int ds_perf_reserve(void);
-
-/**
- * ds_perf_holds() - whether perf's ds_perf_reserve() succeeded
- *
- * Return: true between a successful ds_perf_reserve() and ds_perf_release().
- */
-bool ds_perf_holds(void);
-
-/**
- * ds_perf_release() - perf has released its Debug Store buffers
+ * The BTS and the PEBS half are handed out separately: perf may hold one
+ * while the allocator's hardware tracers use the other, in the same save
+ * area. For each half, perf and the allocator's hardware tracers of that
+ * kind take turns: perf gets it only while there are no such tracers, and
+ * their requests fail with -EBUSY (ptrace falls back to the emulated
+ * backend) while perf holds it. The holder drives its half through the
+ * ds_perf_*() calls below. The allocator keeps a half set up for a while
+ * after its last tracer is gone; a reservation then tears it down on the
+ * spot, with the CPU hotplug lock held or not. If the allocator is tearing
+ * it down itself, the reservation waits for the end of that teardown, and
+ * hardware requests of that kind fail with -EBUSY while it waits. The
+ * reservation is not counted: perf takes a half once, for its first event
+ * that uses it, and gives it back after the last.
  *
  * Context: process context, may sleep.
+ * Return: 0; -EBUSY while hardware tracers of @kind exist or are being
+ * set up, or while perf holds that half already; -EINVAL for a bad @kind.
  */
-void ds_perf_release(void);
+int ds_perf_reserve(enum ds_kind kind);
+
+/**
+ * ds_perf_holds() - whether perf's ds_perf_reserve() of a half succeeded
+ * @kind: %DS_BTS or %DS_PEBS
+ *
+ * Return: true between a successful ds_perf_reserve(@kind) and
+ * ds_perf_release(@kind).
+ */
+bool ds_perf_holds(enum ds_kind kind);
+
+/**
+ * ds_perf_release() - perf has released its buffers of one half
+ * @kind: %DS_BTS or %DS_PEBS, as reserved
+ *
+ * Context: process context, may sleep.
+ */
+void ds_perf_release(enum ds_kind kind);
 
 /**
  * ds_switch_to() - context switch hook, from __switch_to_xtra()
@@ -734,17 +741,17 @@ static inline int ds_update(struct ds_tracer *tracer,
 }
 
 /* Without the allocator perf owns the Debug Store unconditionally. */
-static inline int ds_perf_reserve(void)
+static inline int ds_perf_reserve(enum ds_kind kind)
 {
 	return 0;
 }
 
-static inline bool ds_perf_holds(void)
+static inline bool ds_perf_holds(enum ds_kind kind)
 {
 	return true;
 }
 
-static inline void ds_perf_release(void) { }
+static inline void ds_perf_release(enum ds_kind kind) { }
 static inline void ds_switch_to(struct task_struct *prev,
 				struct task_struct *next) { }
 static inline void ds_exit_thread(struct task_struct *task) { }
@@ -764,7 +771,9 @@ struct debug_store;
  * itself. It fills and drains the area directly; the hardware goes through
  * these, since arch/x86/kernel/ds.c is the only writer of IA32_DS_AREA, of
  * the BTS bits of DEBUGCTL and of the Debug Store's cpu_entry_area slots.
- * With CONFIG_X86_DS they are for the holder of ds_perf_reserve() only.
+ * With CONFIG_X86_DS a half's calls are for the holder of
+ * ds_perf_reserve() of that half only; IA32_DS_AREA, which both halves
+ * need, is counted: it stays loaded while perf or the allocator uses one.
  */
 
 /**
@@ -785,7 +794,7 @@ struct debug_store *ds_perf_area(int cpu);
  *
  * Context: process context, may sleep.
  * Return: the slot's address, for the save area's base fields, or NULL if
- * @buf does not fit the slot.
+ * @buf does not fit the slot or @kind is neither half.
  */
 void *ds_perf_map_buffer(int cpu, enum ds_kind kind, void *buf, size_t size);
 
@@ -806,13 +815,18 @@ void ds_perf_unmap_buffer(int cpu, enum ds_kind kind, size_t size);
  * ds_perf_install() - point a CPU's IA32_DS_AREA at ds_perf_area()
  * @cpu: the CPU; the current one from its CPU-starting callback
  *
+ * Counts perf as a user of the MSR; the allocator's tracers may be one
+ * already, with the same value.
+ *
  * Context: as smp_call_function_single() with wait.
  */
 void ds_perf_install(int cpu);
 
 /**
- * ds_perf_uninstall() - clear a CPU's IA32_DS_AREA
+ * ds_perf_uninstall() - perf no longer needs a CPU's IA32_DS_AREA
  * @cpu: the CPU
+ *
+ * Clears the MSR unless the allocator's tracers still use the area.
  *
  * Context: as smp_call_function_single() with wait.
  */

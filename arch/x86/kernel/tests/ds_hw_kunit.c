@@ -844,13 +844,13 @@ static void ds_hw_test_release_cycles(struct kunit *test)
 		if (time_before(jiffies, released + DS_HW_LINGER_CHECK))
 			KUNIT_EXPECT_EQ_MSG(test, loaded, online,
 					    "cycle %d: lingering", i);
-		err = ds_perf_reserve();
+		err = ds_perf_reserve(DS_BTS);
 		KUNIT_EXPECT_EQ_MSG(test, err, 0, "cycle %d", i);
 		/* The reservation tore the lingering setup down. */
 		KUNIT_EXPECT_EQ_MSG(test, ds_hw_areas_loaded(&online), 0,
 				    "cycle %d", i);
 		if (!err)
-			ds_perf_release();
+			ds_perf_release(DS_BTS);
 	}
 }
 
@@ -873,8 +873,8 @@ static int ds_hw_test_init(struct kunit *test)
 
 	if (!boot_cpu_has(X86_FEATURE_BTS))
 		kunit_skip(test, DS_HW_SKIP_REASON);
-	if (ds_perf_holds())
-		kunit_skip(test, "perf holds the Debug Store");
+	if (ds_perf_holds(DS_BTS))
+		kunit_skip(test, "perf holds the half of the Debug Store");
 
 	t = kunit_kzalloc(test, sizeof(*t), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, t);
@@ -1528,8 +1528,8 @@ static int ds_pebs_test_init(struct kunit *test)
 	rdmsrl(MSR_IA32_PERF_CAPABILITIES, caps);
 	if (!(caps & DS_PEBS_CAP_FW_WRITES))
 		kunit_skip(test, "needs full-width counter writes");
-	if (ds_perf_holds())
-		kunit_skip(test, "perf holds the Debug Store");
+	if (ds_perf_holds(DS_PEBS))
+		kunit_skip(test, "perf holds the half of the Debug Store");
 
 	t = kunit_kzalloc(test, sizeof(*t), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, t);

@@ -49,7 +49,11 @@
 
 struct ds_test {
 	struct ds_tracer	*tracers[DS_TEST_MAX_TRACERS];
+	/* The case holds perf's reservation of the BTS, the PEBS half. */
 	bool			perf_held;
+	bool			perf_pebs_held;
+	/* CPUs where the case installed perf's IA32_DS_AREA. */
+	cpumask_t		perf_installed;
 	/* A registered emulated backend without users, set aside. */
 	const struct ds_backend	*saved_emulated;
 	int			notified;
@@ -59,6 +63,9 @@ struct ds_test {
 	/* The locked memory of the test's user before the test. */
 	long			user_locked;
 };
+
+/* The BTS half, which most cases use. */
+#define ds_bts_fac	(&ds_facilities[DS_BTS])
 
 static struct ds_hw_caps ds_sim_caps;
 static DEFINE_PER_CPU(u64, ds_sim_debugctl);
@@ -138,7 +145,7 @@ static u32 ds_sim_arm_pmi(void)
 	return old;
 }
 
-static void ds_sim_ack_pmi(void)
+static void ds_sim_ack_pmi(bool ovf_buffer)
 {
 	atomic_inc(&ds_sim_pmis);
 }
@@ -189,7 +196,7 @@ static void ds_sim_map(void *cea, void *buf, size_t size)
 
 static void ds_sim_reserve_fn(struct work_struct *work)
 {
-	ds_sim_reserve_result = ds_perf_reserve();
+	ds_sim_reserve_result = ds_perf_reserve(DS_BTS);
 	ds_sim_reserve_mapped = atomic_long_read(&ds_sim_mapped);
 	complete(&ds_sim_reserve_done);
 }
@@ -220,7 +227,7 @@ static unsigned int ds_sim_perf_waiters(void)
 	unsigned int waiters;
 
 	spin_lock(&ds_perf_lock);
-	waiters = ds_perf_waiters;
+	waiters = ds_bts_fac->perf_waiters;
 	spin_unlock(&ds_perf_lock);
 	return waiters;
 }
@@ -312,7 +319,8 @@ static bool ds_sim_may_store(struct ds_cpu *dc, u64 ctl, bool user)
 		return false;
 	if (ctl & (user ? DEBUGCTLMSR_BTS_OFF_USR : DEBUGCTLMSR_BTS_OFF_OS))
 		return false;
-	return dc->armed && this_cpu_read(ds_sim_ds_area) == dc->area_hw;
+	return (dc->kinds & BIT(DS_BTS)) &&
+	       this_cpu_read(ds_sim_ds_area) == dc->area_hw;
 }
 
 /* One taken branch on this CPU, as the CPU stores it. */
@@ -354,7 +362,7 @@ static bool ds_sim_pebs(u64 ip)
 
 	lockdep_assert_irqs_disabled();
 
-	if (!dc->armed)
+	if (!(dc->kinds & BIT(DS_PEBS)))
 		return false;
 	part = ds_part(dc->area, DS_PEBS);
 	if (part->index + size > part->absmax)
@@ -485,8 +493,12 @@ static void ds_test_notify(struct ds_tracer *tracer, void *cookie)
 /* Tear the hardware down now if it lingers, as DS_HW_LINGER later would. */
 static void ds_test_end_linger(void)
 {
-	cancel_delayed_work_sync(&ds_hw_linger_work);
-	ds_hw_end_linger();
+	enum ds_kind kind;
+
+	for (kind = 0; kind < DS_NR_KINDS; kind++) {
+		cancel_delayed_work_sync(&ds_facilities[kind].linger_work);
+		ds_hw_end_linger(&ds_facilities[kind]);
+	}
 }
 
 static void ds_test_install(struct ds_hw_caps caps)
@@ -532,9 +544,10 @@ static int ds_test_init(struct kunit *test)
 	 * ds_perf_*() at any time, NMI included.
 	 */
 	mutex_lock(&ds_mutex);
-	if (ds_perf_held)
+	if (ds_facilities[DS_BTS].perf_held || ds_facilities[DS_PEBS].perf_held)
 		busy = DS_TEST_PERF_BUSY;
-	else if (READ_ONCE(ds_hw_state) != DS_HW_DOWN)
+	else if (READ_ONCE(ds_facilities[DS_BTS].state) != DS_HW_DOWN ||
+		 READ_ONCE(ds_facilities[DS_PEBS].state) != DS_HW_DOWN)
 		busy = "another client has hardware tracers";
 	else if (ds_nr_emulated)
 		busy = "another client has emulated tracers";
@@ -561,8 +574,11 @@ static void ds_test_expect_idle(struct kunit *test, struct ds_test *dt)
 	enum ds_kind kind;
 	int cpu;
 
-	KUNIT_EXPECT_EQ(test, ds_hw_users, 0);
-	KUNIT_EXPECT_FALSE(test, ds_hw_active);
+	for (kind = 0; kind < DS_NR_KINDS; kind++) {
+		KUNIT_EXPECT_EQ(test, ds_facilities[kind].users, 0);
+		KUNIT_EXPECT_FALSE(test, ds_facilities[kind].active);
+		KUNIT_EXPECT_EQ(test, ds_facilities[kind].perf_waiters, 0);
+	}
 	KUNIT_EXPECT_EQ(test, ds_nr_emulated, 0);
 	KUNIT_EXPECT_EQ(test, atomic_long_read(&current_user()->locked_vm),
 			dt->user_locked);
@@ -574,7 +590,8 @@ static void ds_test_expect_idle(struct kunit *test, struct ds_test *dt)
 	for_each_possible_cpu(cpu) {
 		struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
 
-		KUNIT_EXPECT_FALSE(test, dc->armed);
+		KUNIT_EXPECT_EQ(test, dc->kinds, 0);
+		KUNIT_EXPECT_EQ(test, dc->area_users, 0);
 		KUNIT_EXPECT_NULL(test, dc->stage[DS_BTS]);
 		KUNIT_EXPECT_NULL(test, dc->stage[DS_PEBS]);
 		KUNIT_EXPECT_NULL(test,
@@ -594,7 +611,6 @@ static void ds_test_expect_idle(struct kunit *test, struct ds_test *dt)
 				DS_SIM_SLOT_CLEAN);
 	}
 	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_slot_misuses), 0);
-	KUNIT_EXPECT_EQ(test, ds_perf_waiters, 0);
 }
 
 static void ds_test_exit(struct kunit *test)
@@ -611,8 +627,12 @@ static void ds_test_exit(struct kunit *test)
 	ds_release(xchg(&ds_sim_request_result, NULL));
 	for (i = 0; i < DS_TEST_MAX_TRACERS; i++)
 		ds_release(dt->tracers[i]);
+	for_each_cpu(i, &dt->perf_installed)
+		ds_perf_uninstall(i);
 	if (dt->perf_held)
-		ds_perf_release();
+		ds_perf_release(DS_BTS);
+	if (dt->perf_pebs_held)
+		ds_perf_release(DS_PEBS);
 	if (READ_ONCE(ds_emulated))
 		ds_unregister_backend(ds_emulated);
 	ds_test_end_linger();
@@ -734,18 +754,18 @@ static void ds_test_perf_holds(struct kunit *test)
 	struct ds_test *dt = test->priv;
 	struct ds_tracer *tracer;
 
-	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(DS_BTS), 0);
 	dt->perf_held = true;
-	KUNIT_EXPECT_TRUE(test, ds_perf_holds());
+	KUNIT_EXPECT_TRUE(test, ds_perf_holds(DS_BTS));
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);
 	cfg.backend = DS_BACKEND_AUTO;
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)), -EBUSY);
-	KUNIT_EXPECT_FALSE(test, ds_hw_active);
+	KUNIT_EXPECT_FALSE(test, ds_bts_fac->active);
 
-	ds_perf_release();
+	ds_perf_release(DS_BTS);
 	dt->perf_held = false;
-	KUNIT_EXPECT_FALSE(test, ds_perf_holds());
+	KUNIT_EXPECT_FALSE(test, ds_perf_holds(DS_BTS));
 	tracer = ds_test_task(test, &cfg);
 	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
 }
@@ -758,18 +778,18 @@ static void ds_test_perf_refused(struct kunit *test)
 
 	tracer = ds_test_task(test, &cfg);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
-	KUNIT_EXPECT_EQ(test, ds_perf_reserve(), -EBUSY);
-	KUNIT_EXPECT_FALSE(test, ds_perf_holds());
+	KUNIT_EXPECT_EQ(test, ds_perf_reserve(DS_BTS), -EBUSY);
+	KUNIT_EXPECT_FALSE(test, ds_perf_holds(DS_BTS));
 	ds_test_release(test, tracer);
 
 	/* The hardware lingers; perf's reservation tears it down at once. */
-	KUNIT_EXPECT_TRUE(test, ds_hw_active);
-	KUNIT_EXPECT_EQ(test, ds_perf_reserve(), 0);
+	KUNIT_EXPECT_TRUE(test, ds_bts_fac->active);
+	KUNIT_EXPECT_EQ(test, ds_perf_reserve(DS_BTS), 0);
 	dt->perf_held = true;
-	KUNIT_EXPECT_FALSE(test, ds_hw_active);
+	KUNIT_EXPECT_FALSE(test, ds_bts_fac->active);
 	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), 0);
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, 0), 0);
-	KUNIT_EXPECT_EQ(test, ds_hw_state, DS_HW_DOWN);
+	KUNIT_EXPECT_EQ(test, ds_bts_fac->state, DS_HW_DOWN);
 }
 
 /*
@@ -789,15 +809,15 @@ static void ds_test_release_lingers(struct kunit *test)
 		if (!i)
 			maps = atomic_read(&ds_sim_maps);
 		ds_test_release(test, tracer);
-		KUNIT_EXPECT_TRUE(test, ds_hw_active);
+		KUNIT_EXPECT_TRUE(test, ds_bts_fac->active);
 	}
 	KUNIT_EXPECT_GT(test, maps, 0);
 	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_maps), maps);
 
 	/* The linger's end, run now instead of DS_HW_LINGER later. */
-	flush_delayed_work(&ds_hw_linger_work);
-	KUNIT_EXPECT_FALSE(test, ds_hw_active);
-	KUNIT_EXPECT_EQ(test, ds_hw_state, DS_HW_DOWN);
+	flush_delayed_work(&ds_bts_fac->linger_work);
+	KUNIT_EXPECT_FALSE(test, ds_bts_fac->active);
+	KUNIT_EXPECT_EQ(test, ds_bts_fac->state, DS_HW_DOWN);
 	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), 0);
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, 0), 0);
 
@@ -805,7 +825,7 @@ static void ds_test_release_lingers(struct kunit *test)
 	tracer = ds_test_task(test, &cfg);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_maps), 2 * maps);
-	KUNIT_EXPECT_TRUE(test, ds_hw_active);
+	KUNIT_EXPECT_TRUE(test, ds_bts_fac->active);
 }
 
 /* Long enough for anything but a hung reservation. */
@@ -848,7 +868,7 @@ static void ds_test_perf_during_teardown(struct kunit *test)
 	request = ds_test_keep(test, xchg(&ds_sim_request_result, NULL));
 	KUNIT_EXPECT_EQ(test, PTR_ERR(request), -EBUSY);
 	KUNIT_EXPECT_EQ(test, ds_sim_perf_waiters(), 0);
-	KUNIT_EXPECT_EQ(test, ds_hw_state, DS_HW_DOWN);
+	KUNIT_EXPECT_EQ(test, ds_bts_fac->state, DS_HW_DOWN);
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, 0), 0);
 }
 
@@ -862,12 +882,12 @@ static void ds_test_refused_while_perf_waits(struct kunit *test)
 	long task_err, cpu_err;
 
 	spin_lock(&ds_perf_lock);
-	ds_perf_waiters++;
+	ds_bts_fac->perf_waiters++;
 	spin_unlock(&ds_perf_lock);
 	task_err = PTR_ERR(ds_test_task(test, &cfg));
 	cpu_err = PTR_ERR(ds_test_keep(test, ds_request_bts_cpu(0, &cfg)));
 	spin_lock(&ds_perf_lock);
-	ds_perf_waiters--;
+	ds_bts_fac->perf_waiters--;
 	spin_unlock(&ds_perf_lock);
 
 	KUNIT_EXPECT_EQ(test, task_err, -EBUSY);
@@ -901,10 +921,10 @@ static void ds_test_perf_reserve_twice(struct kunit *test)
 {
 	struct ds_test *dt = test->priv;
 
-	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(DS_BTS), 0);
 	dt->perf_held = true;
-	KUNIT_EXPECT_EQ(test, ds_perf_reserve(), -EBUSY);
-	KUNIT_EXPECT_TRUE(test, ds_perf_holds());
+	KUNIT_EXPECT_EQ(test, ds_perf_reserve(DS_BTS), -EBUSY);
+	KUNIT_EXPECT_TRUE(test, ds_perf_holds(DS_BTS));
 }
 
 /*
@@ -935,7 +955,8 @@ static void ds_test_teardown_flushes_once(struct kunit *test)
 				       ds_stage_size(kind));
 		}
 	}
-	KUNIT_EXPECT_EQ(test, staged, 2 * num_possible_cpus());
+	/* A BTS tracer sets up the BTS half alone. */
+	KUNIT_EXPECT_EQ(test, staged, num_possible_cpus());
 	ds_test_release(test, tracer);
 	ds_test_end_linger();
 
@@ -955,13 +976,15 @@ static void ds_test_perf_after_cpu_tracer(struct kunit *test)
 
 	tracer = ds_test_keep(test, ds_request_bts_cpu(0, &cfg));
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
-	KUNIT_EXPECT_EQ(test, ds_perf_reserve(), -EBUSY);
+	KUNIT_EXPECT_EQ(test, ds_perf_reserve(DS_BTS), -EBUSY);
 	ds_test_release(test, tracer);
 
-	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(DS_BTS), 0);
 	dt->perf_held = true;
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)), -EBUSY);
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_cpu(0, &cfg)), -EBUSY);
+	/* The PEBS half is not perf's. */
+	tracer = ds_test_keep(test, ds_request_pebs_cpu(0, &cfg));
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
 }
 
 /* perf's IA32_DS_AREA goes through the allocator's hardware writer. */
@@ -970,7 +993,7 @@ static void ds_test_perf_install(struct kunit *test)
 	struct ds_test *dt = test->priv;
 	int cpu = cpumask_first(cpu_online_mask);
 
-	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(DS_BTS), 0);
 	dt->perf_held = true;
 	ds_perf_install(cpu);
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu),
@@ -985,7 +1008,7 @@ static void ds_test_perf_bts_bits(struct kunit *test)
 	struct ds_test *dt = test->priv;
 	u64 ctl;
 
-	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(DS_BTS), 0);
 	dt->perf_held = true;
 	preempt_disable();
 	this_cpu_write(ds_sim_debugctl, DS_SIM_OTHER_BITS);
@@ -1016,8 +1039,10 @@ static void ds_test_perf_map(struct kunit *test)
 	long mapped = atomic_long_read(&ds_sim_mapped);
 	void *buf, *cea;
 
-	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(DS_BTS), 0);
 	dt->perf_held = true;
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(DS_PEBS), 0);
+	dt->perf_pebs_held = true;
 	buf = (void *)__get_free_page(GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, buf);
 	slots = &get_cpu_entry_area(0)->cpu_debug_buffers;
@@ -1053,8 +1078,10 @@ static void ds_test_perf_map_refused(struct kunit *test)
 	enum ds_kind kind;
 	void *buf;
 
-	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(DS_BTS), 0);
 	dt->perf_held = true;
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(DS_PEBS), 0);
+	dt->perf_pebs_held = true;
 	buf = (void *)__get_free_pages(GFP_KERNEL, order + 1);
 	KUNIT_ASSERT_NOT_NULL(test, buf);
 
@@ -1127,9 +1154,9 @@ static void ds_test_restore_ipi(void *area)
 }
 
 /*
- * After resume perf loads its save area into IA32_DS_AREA again, or clears
- * the MSR, only while it holds the Debug Store: otherwise the MSR is the
- * allocator's and keeps the allocator's area.
+ * After resume perf loads its save area into IA32_DS_AREA again only while
+ * it has it installed; it never clears the MSR there, which may be the
+ * allocator's, with the same area.
  */
 static void ds_test_perf_restore(struct kunit *test)
 {
@@ -1155,13 +1182,15 @@ static void ds_test_perf_restore(struct kunit *test)
 	ds_test_end_linger();
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
 
-	/* perf's: loaded and cleared as perf says. */
-	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	/* perf's: the power cycle lost it, perf loads it again. */
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(DS_BTS), 0);
 	dt->perf_held = true;
+	ds_perf_install(cpu);
+	per_cpu(ds_sim_ds_area, cpu) = 0;
 	smp_call_function_single(cpu, ds_test_restore_ipi, area, 1);
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu),
 			(unsigned long)area);
-	smp_call_function_single(cpu, ds_test_restore_ipi, NULL, 1);
+	ds_perf_uninstall(cpu);
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
 }
 
@@ -1172,7 +1201,7 @@ static void ds_test_auto_falls_back(struct kunit *test)
 	struct ds_tracer *tracer;
 
 	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
-	KUNIT_ASSERT_EQ(test, ds_perf_reserve(), 0);
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(DS_BTS), 0);
 	dt->perf_held = true;
 
 	cfg.backend = DS_BACKEND_AUTO;
@@ -1180,11 +1209,11 @@ static void ds_test_auto_falls_back(struct kunit *test)
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).backend,
 			DS_BACKEND_EMULATED);
-	KUNIT_EXPECT_FALSE(test, ds_hw_active);
+	KUNIT_EXPECT_FALSE(test, ds_bts_fac->active);
 	/* Emulated tracers never block perf. */
-	ds_perf_release();
+	ds_perf_release(DS_BTS);
 	dt->perf_held = false;
-	KUNIT_EXPECT_EQ(test, ds_perf_reserve(), 0);
+	KUNIT_EXPECT_EQ(test, ds_perf_reserve(DS_BTS), 0);
 	dt->perf_held = true;
 }
 
@@ -1318,13 +1347,13 @@ static void ds_test_cpu_offline(struct kunit *test)
 	dc = per_cpu_ptr(&ds_cpus, cpu);
 	tracer = ds_test_keep(test, ds_request_bts_cpu(cpu, &cfg));
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
-	KUNIT_EXPECT_TRUE(test, dc->armed);
+	KUNIT_EXPECT_TRUE(test, !!dc->kinds);
 	KUNIT_EXPECT_PTR_EQ(test, dc->loaded[DS_BTS], tracer);
 
 	if (remove_cpu(cpu))
 		kunit_skip(test, "CPU %d cannot go offline", cpu);
 	/* Going offline stopped BTS and cleared IA32_DS_AREA. */
-	KUNIT_EXPECT_FALSE(test, dc->armed);
+	KUNIT_EXPECT_FALSE(test, !!dc->kinds);
 	KUNIT_EXPECT_NULL(test, dc->loaded[DS_BTS]);
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_debugctl, cpu), DS_SIM_OTHER_BITS);
@@ -1332,7 +1361,7 @@ static void ds_test_cpu_offline(struct kunit *test)
 			-ENODEV);
 
 	KUNIT_ASSERT_EQ(test, add_cpu(cpu), 0);
-	KUNIT_EXPECT_TRUE(test, dc->armed);
+	KUNIT_EXPECT_TRUE(test, !!dc->kinds);
 	KUNIT_EXPECT_PTR_EQ(test, dc->loaded[DS_BTS], tracer);
 }
 
@@ -1420,7 +1449,7 @@ static struct ds_cpu *ds_test_pin_cpu_tracer(struct kunit *test)
 
 /*
  * The syscore ops run without the CPU hotplug lock: a teardown may have
- * cleared ds_hw_active and not yet sent its disarm IPI when the boot CPU
+ * cleared the BTS half's @active and not yet sent its IPI when the boot CPU
  * suspends. Suspend, resume and the late IPI must leave the CPU disarmed
  * with LVTPC as it was before the allocator's arming.
  */
@@ -1435,17 +1464,17 @@ static void ds_test_syscore_during_teardown(struct kunit *test)
 	if (!dc)
 		return;
 	local_irq_disable();
-	WRITE_ONCE(ds_hw_active, false);
+	WRITE_ONCE(ds_bts_fac->active, false);
 	ds_syscore_suspend(NULL);
 	ds_test_power_cycle();
 	ds_syscore_resume(NULL);
-	ds_cpu_disarm_ipi(NULL);
-	armed = dc->armed;
+	ds_cpu_deactivate_ipi(ds_bts_fac);
+	armed = !!dc->kinds;
 	lvtpc = this_cpu_read(ds_sim_lvtpc);
 	area = this_cpu_read(ds_sim_ds_area);
 	/* No teardown came after all: the tracer is still there. */
-	WRITE_ONCE(ds_hw_active, true);
-	ds_cpu_arm_ipi(NULL);
+	WRITE_ONCE(ds_bts_fac->active, true);
+	ds_cpu_activate_ipi(ds_bts_fac);
 	local_irq_enable();
 	migrate_enable();
 
@@ -1455,7 +1484,7 @@ static void ds_test_syscore_during_teardown(struct kunit *test)
 }
 
 /*
- * The mirror: a setup set ds_hw_active, and the boot CPU suspends before
+ * The mirror: a setup set the half's @active, and the boot CPU suspends before
  * its arm IPI comes. Resume must leave the arming to the IPI, which then
  * saves the real LVTPC for the disarm to restore.
  */
@@ -1470,14 +1499,14 @@ static void ds_test_syscore_during_setup(struct kunit *test)
 		return;
 	local_irq_disable();
 	/* The arm IPI has not come yet. */
-	ds_cpu_disarm_ipi(NULL);
+	ds_cpu_deactivate_ipi(ds_bts_fac);
 	ds_syscore_suspend(NULL);
 	ds_test_power_cycle();
 	ds_syscore_resume(NULL);
-	armed_at_resume = dc->armed;
+	armed_at_resume = !!dc->kinds;
 	lvtpc_at_resume = this_cpu_read(ds_sim_lvtpc);
-	ds_cpu_arm_ipi(NULL);
-	armed = dc->armed;
+	ds_cpu_activate_ipi(ds_bts_fac);
+	armed = !!dc->kinds;
 	lvtpc = this_cpu_read(ds_sim_lvtpc);
 	local_irq_enable();
 	migrate_enable();
@@ -2207,7 +2236,7 @@ static void ds_test_release_on_exit(struct kunit *test)
 			DS_STATUS_DETACHED);
 	ds_test_expect_task(test, tracer, NULL);
 	KUNIT_EXPECT_FALSE(test, ds_tracer_recording(tracer));
-	KUNIT_EXPECT_EQ(test, ds_hw_users, 0);
+	KUNIT_EXPECT_EQ(test, ds_bts_fac->users, 0);
 	KUNIT_EXPECT_NULL(test, rcu_access_pointer(child->task->thread.ds_ctx));
 	KUNIT_EXPECT_EQ(test, ds_suspend(tracer), 0);
 	/* Told once, at the exit; the release says nothing more. */
@@ -2512,7 +2541,7 @@ static void ds_test_emulated(struct kunit *test)
 	tracer = ds_test_task(test, &cfg);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	KUNIT_EXPECT_EQ(test, ds_fake_started, 1);
-	KUNIT_EXPECT_FALSE(test, ds_hw_active);
+	KUNIT_EXPECT_FALSE(test, ds_bts_fac->active);
 
 	KUNIT_EXPECT_EQ(test, ds_emulated_write_bts(current, 10, 20), 0);
 	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).count, 1);
@@ -2679,6 +2708,297 @@ static void ds_test_emulated_recording(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, ds_emulated_recording(current));
 }
 
+/* --- the two halves, handed out separately --- */
+
+#define DS_TEST_PERF_MARK	0x5eed0000ULL
+
+/* perf fills its half of @cpu's save area, as after its reservation. */
+static void ds_test_perf_fill(int cpu, enum ds_kind kind)
+{
+	struct ds_area_part *part = ds_part(per_cpu(ds_cpus, cpu).area, kind);
+
+	part->base = DS_TEST_PERF_MARK;
+	part->index = DS_TEST_PERF_MARK + 1;
+	part->absmax = DS_TEST_PERF_MARK + 2;
+	part->threshold = DS_TEST_PERF_MARK + 3;
+	if (kind == DS_PEBS)
+		per_cpu(ds_cpus, cpu).area->pebs_event_reset[0] =
+			DS_TEST_PERF_MARK + 4;
+}
+
+/* The allocator wrote nothing into perf's half of any CPU's save area. */
+static void ds_test_expect_perf_half(struct kunit *test, enum ds_kind kind)
+{
+	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
+		struct ds_area_part *part = ds_part(dc->area, kind);
+
+		KUNIT_EXPECT_EQ(test, part->base, DS_TEST_PERF_MARK);
+		KUNIT_EXPECT_EQ(test, part->index, DS_TEST_PERF_MARK + 1);
+		KUNIT_EXPECT_EQ(test, part->absmax, DS_TEST_PERF_MARK + 2);
+		KUNIT_EXPECT_EQ(test, part->threshold, DS_TEST_PERF_MARK + 3);
+		if (kind == DS_PEBS)
+			KUNIT_EXPECT_EQ(test, dc->area->pebs_event_reset[0],
+					DS_TEST_PERF_MARK + 4);
+		KUNIT_EXPECT_NULL(test, dc->stage[kind]);
+		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_slots, cpu)[kind],
+				DS_SIM_SLOT_CLEAN);
+	}
+}
+
+/* perf reserves @kind, fills its half everywhere, installs the area. */
+static void ds_test_perf_takes(struct kunit *test, enum ds_kind kind)
+{
+	struct ds_test *dt = test->priv;
+	int cpu;
+
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(kind), 0);
+	if (kind == DS_BTS)
+		dt->perf_held = true;
+	else
+		dt->perf_pebs_held = true;
+	for_each_possible_cpu(cpu)
+		ds_test_perf_fill(cpu, kind);
+	for_each_online_cpu(cpu) {
+		ds_perf_install(cpu);
+		cpumask_set_cpu(cpu, &dt->perf_installed);
+	}
+}
+
+static void ds_test_perf_gives_back(struct kunit *test, enum ds_kind kind)
+{
+	struct ds_test *dt = test->priv;
+	int cpu;
+
+	for_each_cpu(cpu, &dt->perf_installed)
+		ds_perf_uninstall(cpu);
+	cpumask_clear(&dt->perf_installed);
+	ds_perf_release(kind);
+	if (kind == DS_BTS)
+		dt->perf_held = false;
+	else
+		dt->perf_pebs_held = false;
+}
+
+static void ds_test_expect_area_loaded(struct kunit *test, bool loaded)
+{
+	int cpu;
+
+	for_each_online_cpu(cpu)
+		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu),
+				loaded ? per_cpu(ds_cpus, cpu).area_hw : 0);
+}
+
+/*
+ * perf's precise events hold the PEBS half: a debugger still gets the
+ * hardware for BTS, in the same save area, and neither touches the
+ * other's half. Teardown in both orders leaves IA32_DS_AREA to whoever
+ * is still there.
+ */
+static void ds_test_split_perf_pebs_first(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer;
+	int order;
+
+	for (order = 0; order < 2; order++) {
+		ds_test_perf_takes(test, DS_PEBS);
+		tracer = ds_test_task(test, &cfg);
+		KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+		KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).backend,
+				DS_BACKEND_HARDWARE);
+		KUNIT_EXPECT_TRUE(test, ds_bts_fac->active);
+		KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_cpu(0, &cfg)),
+				-EBUSY);
+		KUNIT_EXPECT_EQ(test, ds_perf_reserve(DS_BTS), -EBUSY);
+		ds_test_expect_perf_half(test, DS_PEBS);
+		ds_test_expect_area_loaded(test, true);
+
+		if (order) {
+			/* perf goes first: the tracer keeps the area. */
+			ds_test_perf_gives_back(test, DS_PEBS);
+			ds_test_expect_area_loaded(test, true);
+			ds_test_release(test, tracer);
+			ds_test_end_linger();
+		} else {
+			ds_test_release(test, tracer);
+			ds_test_end_linger();
+			ds_test_expect_perf_half(test, DS_PEBS);
+			ds_test_expect_area_loaded(test, true);
+			ds_test_perf_gives_back(test, DS_PEBS);
+		}
+		ds_test_expect_area_loaded(test, false);
+	}
+}
+
+/* The mirror: the tracer first, perf's PEBS reservation still succeeds. */
+static void ds_test_split_tracer_first(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer;
+
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_perf_reserve(DS_BTS), -EBUSY);
+	ds_test_perf_takes(test, DS_PEBS);
+	KUNIT_EXPECT_FALSE(test, ds_facilities[DS_PEBS].active);
+	ds_test_expect_perf_half(test, DS_PEBS);
+	/* perf's install came second: nothing to write, nothing lost. */
+	ds_test_expect_area_loaded(test, true);
+	ds_test_perf_gives_back(test, DS_PEBS);
+	ds_test_expect_area_loaded(test, true);
+	ds_test_release(test, tracer);
+	ds_test_end_linger();
+	ds_test_expect_area_loaded(test, false);
+}
+
+/*
+ * perf's BTS event holds the BTS half: a debugger's trace is emulated, an
+ * in-kernel PEBS client gets the hardware and leaves perf's BTS bits and
+ * half alone.
+ */
+static void ds_test_split_perf_bts(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer, *pebs;
+	u64 perf_bits = DEBUGCTLMSR_TR | DEBUGCTLMSR_BTS;
+	int cpu = cpumask_first(cpu_online_mask);
+
+	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
+	ds_test_perf_takes(test, DS_BTS);
+	per_cpu(ds_sim_debugctl, cpu) |= perf_bits;
+
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);
+	cfg.backend = DS_BACKEND_AUTO;
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).backend,
+			DS_BACKEND_EMULATED);
+
+	cfg.backend = DS_BACKEND_HARDWARE;
+	pebs = ds_test_keep(test, ds_request_pebs_cpu(cpu, &cfg));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(pebs));
+	KUNIT_EXPECT_TRUE(test, ds_facilities[DS_PEBS].active);
+	KUNIT_EXPECT_FALSE(test, ds_bts_fac->active);
+	KUNIT_EXPECT_EQ(test, ds_part(per_cpu(ds_cpus, cpu).area,
+				      DS_PEBS)->base,
+			per_cpu(ds_cpus, cpu).stage_hw[DS_PEBS]);
+	ds_test_release(test, pebs);
+	ds_test_end_linger();
+
+	ds_test_expect_perf_half(test, DS_BTS);
+	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_debugctl, cpu),
+			DS_SIM_OTHER_BITS | perf_bits);
+	per_cpu(ds_sim_debugctl, cpu) = DS_SIM_OTHER_BITS;
+	ds_test_expect_area_loaded(test, true);
+	ds_test_release(test, tracer);
+	ds_test_perf_gives_back(test, DS_BTS);
+}
+
+static int ds_test_exclusive_result;
+static atomic_t ds_test_exclusive_held;
+
+static int ds_test_exclusive_get(enum ds_kind kind)
+{
+	if (kind == DS_BTS && !ds_test_exclusive_result)
+		atomic_inc(&ds_test_exclusive_held);
+	return kind == DS_BTS ? ds_test_exclusive_result : 0;
+}
+
+static void ds_test_exclusive_put(enum ds_kind kind)
+{
+	if (kind == DS_BTS)
+		atomic_dec(&ds_test_exclusive_held);
+}
+
+/*
+ * Hardware BTS joins perf's PT/LBR/BTS exclusivity while its half is set
+ * up: a conflicting intel_pt event refuses it, and ptrace falls back to
+ * the emulation; the PEBS half has no part in it.
+ */
+static void ds_test_exclusive(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer;
+
+	kunit_activate_static_stub(test, ds_hw_exclusive_get,
+				   ds_test_exclusive_get);
+	kunit_activate_static_stub(test, ds_hw_exclusive_put,
+				   ds_test_exclusive_put);
+	atomic_set(&ds_test_exclusive_held, 0);
+	ds_test_exclusive_result = 0;
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_test_exclusive_held), 1);
+	ds_test_release(test, tracer);
+	ds_test_end_linger();
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_test_exclusive_held), 0);
+
+	ds_test_exclusive_result = -EBUSY;
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)), -EBUSY);
+	KUNIT_EXPECT_FALSE(test, ds_bts_fac->active);
+	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), 0);
+	tracer = ds_test_keep(test, ds_request_pebs_cpu(0, &cfg));
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
+	cfg.backend = DS_BACKEND_AUTO;
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).backend,
+			DS_BACKEND_EMULATED);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_test_exclusive_held), 0);
+}
+
+#define DS_TEST_SPLIT_ROUNDS	200
+
+static int ds_test_split_errors;
+static void ds_test_split_perf_fn(struct work_struct *work)
+{
+	int i;
+
+	for (i = 0; i < DS_TEST_SPLIT_ROUNDS; i++) {
+		if (ds_perf_reserve(DS_PEBS)) {
+			ds_test_split_errors++;
+			continue;
+		}
+		ds_perf_release(DS_PEBS);
+	}
+}
+
+static DECLARE_WORK(ds_test_split_perf_work, ds_test_split_perf_fn);
+
+/*
+ * perf's PEBS reservations and a debugger's BTS requests, concurrently:
+ * neither ever waits for or refuses the other.
+ */
+static void ds_test_split_concurrent(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer;
+	int i, refused = 0;
+
+	ds_test_split_errors = 0;
+	queue_work(system_unbound_wq, &ds_test_split_perf_work);
+	for (i = 0; i < DS_TEST_SPLIT_ROUNDS; i++) {
+		tracer = ds_request_bts_task(current, &cfg);
+		if (IS_ERR(tracer)) {
+			refused++;
+			continue;
+		}
+		ds_release(tracer);
+		/* Every other round from a setup of its own. */
+		if (i & 1)
+			ds_test_end_linger();
+	}
+	flush_work(&ds_test_split_perf_work);
+	KUNIT_EXPECT_EQ(test, refused, 0);
+	KUNIT_EXPECT_EQ(test, ds_test_split_errors, 0);
+	KUNIT_EXPECT_FALSE(test, ds_facilities[DS_PEBS].active);
+}
+
 static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_request_release),
 	KUNIT_CASE(ds_test_same_owner_twice),
@@ -2699,6 +3019,11 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_perf_map_refused),
 	KUNIT_CASE(ds_test_perf_area),
 	KUNIT_CASE(ds_test_perf_restore),
+	KUNIT_CASE(ds_test_split_perf_pebs_first),
+	KUNIT_CASE(ds_test_split_tracer_first),
+	KUNIT_CASE(ds_test_split_perf_bts),
+	KUNIT_CASE(ds_test_exclusive),
+	KUNIT_CASE(ds_test_split_concurrent),
 	KUNIT_CASE(ds_test_auto_falls_back),
 	KUNIT_CASE(ds_test_auto_beside_cpu_tracer),
 	KUNIT_CASE(ds_test_no_hardware),

@@ -524,12 +524,12 @@ static int ds_stress_perf(void *arg)
 	int err;
 
 	while (!kthread_should_stop()) {
-		err = ds_perf_reserve();
+		err = ds_perf_reserve(DS_BTS);
 		if (!err) {
 			atomic_inc(&s->perf_granted);
-			KUNIT_EXPECT_TRUE(s->test, ds_perf_holds());
+			KUNIT_EXPECT_TRUE(s->test, ds_perf_holds(DS_BTS));
 			msleep(DS_STRESS_PERF_HOLD_MS);
-			ds_perf_release();
+			ds_perf_release(DS_BTS);
 		} else {
 			KUNIT_EXPECT_EQ(s->test, err, -EBUSY);
 			atomic_inc(&s->perf_refused);
@@ -572,7 +572,7 @@ static void ds_stress_run(struct kunit *test, int first, int last)
 		get_task_struct(hotplug);
 	}
 	/* Not while a perf event holds the Debug Store: it is not ours. */
-	if (!ds_perf_holds()) {
+	if (!ds_perf_holds(DS_BTS)) {
 		perf = kthread_run(ds_stress_perf, s, "ds_stress_perf");
 		KUNIT_ASSERT_FALSE(test, IS_ERR(perf));
 		get_task_struct(perf);
