@@ -99,6 +99,7 @@ check: series
 		--ignore $(CHECKPATCH_IGNORE) \
 		$(filter-out %/0000-cover-letter.patch,$(wildcard $(OUTGOING)/*.patch)) && \
 		echo "check: checkpatch --strict clean"
+	@$(TOP)/mk/ds-owner-check.sh $(SRC)
 	@$(TOP)/mk/builds.sh $(SRC) $(BUILD)
 	@$(TOP)/mk/apt-check.sh
 	@python3 $(TOP)/mk/report_test.py $(SRC)
@@ -238,6 +239,7 @@ RUNS := tcg bts pmu bts-alt pmu-alt watchdog i386 nods noemu busy stress stress-
 test: kernel i386-kernel nods-kernel noemu-kernel stress-kernel initramfs initramfs-i386 qemu
 	@echo "base: $(shell cat $(BUILD)/base-version 2>/dev/null)"
 	@python3 $(TOP)/mk/report_test.py $(SRC)
+	@$(TOP)/mk/ds-owner-check.sh $(SRC)
 	$(call vm_test,tcg,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=emulated)
 	$(call vm_test,bts,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(BTS_CPU))
 	$(call vm_test,pmu,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_CPU))
