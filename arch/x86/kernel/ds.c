@@ -339,16 +339,17 @@ struct ds_facility {
 static DEFINE_SPINLOCK(ds_perf_lock);
 static void ds_hw_linger_fn(struct work_struct *work);
 
-#define DS_FACILITY_INIT(k) {						\
-	.kind		= (k),						\
-	.linger_work	= __DELAYED_WORK_INITIALIZER(			\
-				ds_facilities[k].linger_work,		\
-				ds_hw_linger_fn, 0),			\
-}
-
 static struct ds_facility ds_facilities[DS_NR_KINDS] = {
-	[DS_BTS]	= DS_FACILITY_INIT(DS_BTS),
-	[DS_PEBS]	= DS_FACILITY_INIT(DS_PEBS),
+	[DS_BTS] = {
+		.kind		= DS_BTS,
+		.linger_work	= __DELAYED_WORK_INITIALIZER(
+			ds_facilities[DS_BTS].linger_work, ds_hw_linger_fn, 0),
+	},
+	[DS_PEBS] = {
+		.kind		= DS_PEBS,
+		.linger_work	= __DELAYED_WORK_INITIALIZER(
+			ds_facilities[DS_PEBS].linger_work, ds_hw_linger_fn, 0),
+	},
 };
 
 /* The teardown, for lockdep: perf's reservation may wait for it. */
@@ -1219,6 +1220,12 @@ static void ds_cpu_deactivate(struct ds_cpu *dc, enum ds_kind kind)
 	if (!dc->kinds) {
 		ds_area_put(dc, DS_AREA_TRACERS);
 		static_call(ds_hw_restore_pmi)(dc->lvtpc);
+		/*
+		 * The handler stays registered: a debt it can no longer tell
+		 * from another NMI source is dropped, as it was when the
+		 * handler went with the last half.
+		 */
+		local_set(&dc->pmi_owed, 0);
 	}
 	ds_cpu_start(dc, current);
 }
@@ -1463,7 +1470,8 @@ free_stages:
 /*
  * perf's PT/LBR/BTS exclusivity: our BTS takes part as perf's own BTS
  * event does, so that it never runs beside intel_pt or intel_bts on a CPU
- * that cannot have both.
+ * that cannot have both. Held while hardware BTS tracers are attached, not
+ * while the half lingers without them: intel_pt cannot end a linger.
  */
 static int ds_hw_exclusive_get(enum ds_kind kind)
 {
@@ -1486,20 +1494,13 @@ static int ds_hw_setup(struct ds_facility *fac)
 	lockdep_assert_held(&ds_mutex);
 	lockdep_assert_cpus_held();
 
-	err = ds_hw_exclusive_get(fac->kind);
-	if (err)
-		return err;
 	err = ds_stage_alloc_all(fac->kind);
 	if (err)
-		goto put_exclusive;
+		return err;
 	/* Onlining CPUs activate the half themselves from now on. */
 	WRITE_ONCE(fac->active, true);
 	on_each_cpu(ds_cpu_activate_ipi, fac, 1);
 	return 0;
-
-put_exclusive:
-	ds_hw_exclusive_put(fac->kind);
-	return err;
 }
 
 /*
@@ -1525,7 +1526,6 @@ static void ds_hw_teardown(struct ds_facility *fac)
 	for_each_possible_cpu(cpu)
 		irq_work_sync(&per_cpu_ptr(&ds_cpus, cpu)->collect_work);
 	ds_stage_free_all(fac->kind);
-	ds_hw_exclusive_put(fac->kind);
 	lock_map_release(&ds_hw_teardown_map);
 }
 
@@ -1734,23 +1734,38 @@ static int ds_hw_backend_start(struct ds_tracer *tracer)
 	/* Task and CPU tracers of a kind would fight over the staging buffer. */
 	if (per_cpu ? ds_nr_task_hw[kind] : ds_nr_cpu[kind])
 		return -EBUSY;
+	/* The first one; see ds_hw_exclusive_get(). */
+	if (!ds_nr_task_hw[kind] && !ds_nr_cpu[kind]) {
+		err = ds_hw_exclusive_get(kind);
+		if (err)
+			return err;
+	}
 	err = ds_hw_get(&ds_facilities[kind]);
 	if (err)
-		return err;
+		goto put_exclusive;
 	if (per_cpu)
 		ds_nr_cpu[kind]++;
 	else
 		ds_nr_task_hw[kind]++;
 	return 0;
+
+put_exclusive:
+	if (!ds_nr_task_hw[kind] && !ds_nr_cpu[kind])
+		ds_hw_exclusive_put(kind);
+	return err;
 }
 
 static void ds_hw_backend_stop(struct ds_tracer *tracer)
 {
+	enum ds_kind kind = tracer->kind;
+
 	if (tracer->cpu >= 0)
-		ds_nr_cpu[tracer->kind]--;
+		ds_nr_cpu[kind]--;
 	else
-		ds_nr_task_hw[tracer->kind]--;
-	ds_hw_put(&ds_facilities[tracer->kind]);
+		ds_nr_task_hw[kind]--;
+	ds_hw_put(&ds_facilities[kind]);
+	if (!ds_nr_task_hw[kind] && !ds_nr_cpu[kind])
+		ds_hw_exclusive_put(kind);
 }
 
 static bool ds_hw_is_free(enum ds_kind kind)

@@ -249,8 +249,9 @@ struct ds_backend {
  *
  * Context: process context, may sleep.
  * Return: a handle, or ERR_PTR() with -EINVAL (bad @cfg, %DS_KERNEL), -EBUSY (@task
- * already has a BTS tracer, a per-CPU BTS tracer exists, or perf holds the
- * Debug Store), -EOPNOTSUPP (no hardware and no emulated backend), -ESRCH
+ * already has a BTS tracer, a per-CPU BTS tracer exists, perf holds the BTS
+ * half of the Debug Store, or perf's intel_pt or intel_bts excludes BTS),
+ * -EOPNOTSUPP (no hardware and no emulated backend), -ESRCH
  * (@task is exiting), -ENOMEM (no memory, or RLIMIT_MEMLOCK exceeded without
  * CAP_IPC_LOCK).
  */
@@ -268,7 +269,8 @@ struct ds_tracer *ds_request_bts_task(struct task_struct *task,
  * Return: a handle, or ERR_PTR() with -EINVAL (bad @cfg or @cpu not
  * possible), -EPERM (%DS_KERNEL on a CPU affected by Meltdown, unless
  * ds.meltdown_kernel is set), -ENODEV (@cpu offline), -EBUSY (@cpu already has a BTS tracer,
- * a per-task BTS tracer exists, or perf holds the Debug Store),
+ * a per-task BTS tracer exists, perf holds the BTS half, or intel_pt or
+ * intel_bts excludes BTS),
  * -EOPNOTSUPP (no BTS hardware), -ENOMEM.
  */
 struct ds_tracer *ds_request_bts_cpu(int cpu, const struct ds_config *cfg);

@@ -2914,9 +2914,9 @@ static void ds_test_exclusive_put(enum ds_kind kind)
 }
 
 /*
- * Hardware BTS joins perf's PT/LBR/BTS exclusivity while its half is set
- * up: a conflicting intel_pt event refuses it, and ptrace falls back to
- * the emulation; the PEBS half has no part in it.
+ * Hardware BTS joins perf's PT/LBR/BTS exclusivity while BTS tracers are
+ * attached: a conflicting intel_pt event refuses it, and ptrace falls back
+ * to the emulation; the PEBS half has no part in it.
  */
 static void ds_test_exclusive(struct kunit *test)
 {
@@ -2932,9 +2932,11 @@ static void ds_test_exclusive(struct kunit *test)
 	tracer = ds_test_task(test, &cfg);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	KUNIT_EXPECT_EQ(test, atomic_read(&ds_test_exclusive_held), 1);
+	/* Not held by the linger: intel_pt cannot end it. */
 	ds_test_release(test, tracer);
-	ds_test_end_linger();
+	KUNIT_EXPECT_TRUE(test, ds_bts_fac->active);
 	KUNIT_EXPECT_EQ(test, atomic_read(&ds_test_exclusive_held), 0);
+	ds_test_end_linger();
 
 	ds_test_exclusive_result = -EBUSY;
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);

@@ -231,24 +231,16 @@ struct precise_samples {
 	unsigned long throttled;
 };
 
-/* Run pmu_loop() under the precise sampling event @fd, read its samples. */
-static void precise_loop(struct __test_metadata *_metadata, int fd,
+/* The samples in the ring of a precise sampling event. */
+static void precise_ring(struct __test_metadata *_metadata, const char *ring,
 			 struct precise_samples *ps)
 {
-	size_t page = getpagesize(), len = (RING_PAGES + 1) * page;
-	const struct perf_event_mmap_page *meta;
+	const struct perf_event_mmap_page *meta = (const void *)ring;
+	size_t page = getpagesize();
 	const struct perf_event_header *ev;
 	__u64 head, off, ip;
-	char *ring;
 
 	memset(ps, 0, sizeof(*ps));
-	ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	ASSERT_NE(MAP_FAILED, ring);
-	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_RESET, 0));
-	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_ENABLE, 0));
-	pmu_loop(PRECISE_LOOPS);
-	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_DISABLE, 0));
-	meta = (const void *)ring;
 	head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
 	ASSERT_LE(head, RING_PAGES * page);
 	for (off = 0; off < head; off += ev->size) {
@@ -261,6 +253,22 @@ static void precise_loop(struct __test_metadata *_metadata, int fd,
 		ps->on_loop += ip == (unsigned long)pmu_loop ||
 			       ip == (unsigned long)pmu_loop_jnz;
 	}
+}
+
+/* Run pmu_loop() under the precise sampling event @fd, read its samples. */
+static void precise_loop(struct __test_metadata *_metadata, int fd,
+			 struct precise_samples *ps)
+{
+	size_t len = (RING_PAGES + 1) * getpagesize();
+	char *ring;
+
+	ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ASSERT_NE(MAP_FAILED, ring);
+	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_RESET, 0));
+	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_ENABLE, 0));
+	pmu_loop(PRECISE_LOOPS);
+	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_DISABLE, 0));
+	precise_ring(_metadata, ring, ps);
 	munmap(ring, len);
 }
 
@@ -505,6 +513,80 @@ TEST_F(ds_perf, precise_beside_ptrace)
 	expect_exact_count(_metadata, self->counting);
 	precise_loop(_metadata, self->fd, &ps);
 	expect_precise(_metadata, &ps);
+}
+
+/* Records of the tracee's wrapped trace: the newest of pmu_loop()'s. */
+#define LOOP_TRACE	512
+
+/*
+ * Both halves at once on the CPU the tracee runs on: a precise event
+ * samples the tracee while its hardware trace crosses the BTS threshold
+ * again and again in pmu_loop(), so PEBS and BTS threshold PMIs come
+ * together and each must reach its owner. The trace ends with the loop's
+ * branches, exactly; the samples are all on the loop.
+ */
+TEST_F(ds_perf, precise_and_bts_one_task)
+{
+	struct ptrace_bts_config cfg = {
+		.size = LOOP_TRACE * BTS_REC,
+		.flags = PTRACE_BTS_O_TRACE | PTRACE_BTS_O_ALLOC,
+	};
+	struct perf_event_attr attr = {
+		.type		= PERF_TYPE_HARDWARE,
+		.size		= sizeof(attr),
+		.config		= PERF_COUNT_HW_INSTRUCTIONS,
+		.sample_period	= PRECISE_PERIOD,
+		.sample_type	= PERF_SAMPLE_IP,
+		.precise_ip	= 2,
+		.exclude_kernel	= 1,
+		.exclude_hv	= 1,
+	};
+	size_t len = (RING_PAGES + 1) * getpagesize();
+	static struct bts_struct rec[LOOP_TRACE];
+	struct ptrace_bts_config now;
+	struct precise_samples ps;
+	int status, i, jnz = 0;
+	char *ring;
+	long n;
+
+	self->pid = fork();
+	ASSERT_LE(0, self->pid);
+	if (self->pid == 0) {
+		if (sys_ptrace(PTRACE_TRACEME, 0, NULL, 0))
+			_exit(90);
+		raise(SIGSTOP);
+		pmu_loop(PRECISE_LOOPS);
+		raise(SIGSTOP);
+		_exit(0);
+	}
+	ASSERT_EQ(self->pid, waitpid(self->pid, &status, 0));
+	ASSERT_TRUE(WIFSTOPPED(status) && WSTOPSIG(status) == SIGSTOP);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_BTS_CONFIG, self->pid, &cfg, sizeof(cfg)));
+	ASSERT_EQ(sizeof(now), sys_ptrace(PTRACE_BTS_STATUS, self->pid, &now,
+					  sizeof(now)));
+	ASSERT_EQ(PTRACE_BTS_BACKEND_HARDWARE, now.backend);
+	self->fd = syscall(SYS_perf_event_open, &attr, self->pid, -1, -1, 0);
+	ASSERT_LE(0, self->fd);
+	ring = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, ring);
+
+	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, self->pid, NULL, 0));
+	ASSERT_EQ(self->pid, waitpid(self->pid, &status, 0));
+	ASSERT_TRUE(WIFSTOPPED(status) && WSTOPSIG(status) == SIGSTOP);
+	precise_ring(_metadata, ring, &ps);
+	munmap(ring, len);
+	expect_precise(_metadata, &ps);
+
+	n = sys_ptrace(PTRACE_BTS_DRAIN, self->pid, rec, sizeof(rec));
+	ASSERT_EQ(LOOP_TRACE, n);
+	for (i = 0; i < n; i++) {
+		if (rec[i].variant.lbr.from != (unsigned long)pmu_loop_jnz)
+			continue;
+		jnz++;
+		EXPECT_EQ((unsigned long)pmu_loop, rec[i].variant.lbr.to);
+	}
+	/* After the loop: its RET, raise() and the syscall's return. */
+	EXPECT_LT(LOOP_TRACE / 2, jnz);
 }
 
 /*
