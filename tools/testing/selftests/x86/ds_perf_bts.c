@@ -459,10 +459,14 @@ TEST_F(ds_perf, failed_precise_keeps_holder)
 
 /*
  * Nothing sticks: a counting event opened while a hardware trace exists
- * does not keep perf from the Debug Store once the trace is gone.
+ * does not keep perf from either half of the Debug Store once the trace
+ * is gone: a precise event and perf's BTS event open, and both record.
  */
 TEST_F(ds_perf, counting_not_sticky)
 {
+	struct precise_samples ps;
+	int precise;
+
 	self->pid = start_tracee(_metadata, PTRACE_BTS_BACKEND_HARDWARE);
 	self->counting = open_perf_hw(PERF_COUNT_HW_CPU_CYCLES, 0, 0);
 	ASSERT_LE(0, self->counting);
@@ -471,11 +475,19 @@ TEST_F(ds_perf, counting_not_sticky)
 	kill(self->pid, SIGKILL);
 	waitpid(self->pid, NULL, 0);
 	self->pid = 0;
+	precise = open_perf_hw(PERF_COUNT_HW_INSTRUCTIONS, PRECISE_PERIOD, 2);
+	ASSERT_LE(0, precise) {
+		TH_LOG("a precise event after the hardware trace: %m");
+	}
 	self->fd = open_perf_bts_after_release();
 	ASSERT_LE(0, self->fd) {
 		TH_LOG("perf's BTS event after the hardware trace: %m");
 	}
 	EXPECT_EQ((int)ARRAY_SIZE(jmp_trace), perf_trace_jmp(_metadata, self->fd));
+	ASSERT_EQ(0, ioctl(precise, PERF_EVENT_IOC_DISABLE, 0));
+	precise_loop(_metadata, precise, &ps);
+	expect_precise(_metadata, &ps);
+	close(precise);
 }
 
 /*
