@@ -491,9 +491,10 @@ TEST_F(ds_perf, counting_not_sticky)
 }
 
 /*
- * The halves of the Debug Store are handed out separately: with an exact
- * counting event open and a precise (PEBS) event sampling on this task, as
- * a profiler runs beside the NMI watchdog's cycles events, a ptrace trace
+ * The halves of the Debug Store are handed out separately: with a cycles
+ * and an exact instructions counting event open and a precise (PEBS) event
+ * sampling on this task, as a profiler runs beside the NMI watchdog's
+ * cycles events, a ptrace trace
  * still gets the hardware for BTS and is exact, and perf's count and PEBS
  * samples stay exact before and after it.
  */
@@ -507,8 +508,14 @@ TEST_F(ds_perf, precise_beside_ptrace)
 		.exclude_kernel	= 1,
 		.exclude_hv	= 1,
 	};
+	__u64 cycles_before, cycles_after;
 	struct precise_samples ps;
+	int cycles;
 
+	cycles = open_perf_hw(PERF_COUNT_HW_CPU_CYCLES, 0, 0);
+	ASSERT_LE(0, cycles);
+	ASSERT_EQ(sizeof(cycles_before),
+		  read(cycles, &cycles_before, sizeof(cycles_before)));
 	self->counting = syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
 	ASSERT_LE(0, self->counting);
 	self->fd = open_perf_hw(PERF_COUNT_HW_INSTRUCTIONS, PRECISE_PERIOD, 2);
@@ -525,6 +532,12 @@ TEST_F(ds_perf, precise_beside_ptrace)
 	expect_exact_count(_metadata, self->counting);
 	precise_loop(_metadata, self->fd, &ps);
 	expect_precise(_metadata, &ps);
+
+	/* The cycles event counted all along, as the watchdog's does. */
+	ASSERT_EQ(sizeof(cycles_after),
+		  read(cycles, &cycles_after, sizeof(cycles_after)));
+	EXPECT_LT(cycles_before, cycles_after);
+	close(cycles);
 }
 
 /* Records of the tracee's wrapped trace: the newest of pmu_loop()'s. */
