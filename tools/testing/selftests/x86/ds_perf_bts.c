@@ -494,9 +494,8 @@ TEST_F(ds_perf, counting_not_sticky)
  * The halves of the Debug Store are handed out separately: with a cycles
  * and an exact instructions counting event open and a precise (PEBS) event
  * sampling on this task, as a profiler runs beside the NMI watchdog's
- * cycles events, a ptrace trace
- * still gets the hardware for BTS and is exact, and perf's count and PEBS
- * samples stay exact before and after it.
+ * cycles events, a ptrace trace still gets the hardware for BTS and is
+ * exact, and perf's count and PEBS samples stay exact before and after it.
  */
 TEST_F(ds_perf, precise_beside_ptrace)
 {
