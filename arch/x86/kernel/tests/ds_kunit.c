@@ -471,6 +471,24 @@ static struct ds_geometry ds_test_geom(struct kunit *test,
 	return geom;
 }
 
+/*
+ * The hardware is taken: a request for it fails, and one that lets the
+ * allocator choose gets the emulated backend (registered by the case).
+ */
+static struct ds_tracer *ds_test_task_falls_back(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer;
+
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);
+	cfg.backend = DS_BACKEND_AUTO;
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).backend,
+			DS_BACKEND_EMULATED);
+	return tracer;
+}
+
 static void ds_test_expect_branch(struct kunit *test, struct ds_tracer *tracer,
 				  size_t i, int nr)
 {
@@ -1196,19 +1214,13 @@ static void ds_test_perf_restore(struct kunit *test)
 
 static void ds_test_auto_falls_back(struct kunit *test)
 {
-	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
 	struct ds_test *dt = test->priv;
-	struct ds_tracer *tracer;
 
 	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
 	KUNIT_ASSERT_EQ(test, ds_perf_reserve(DS_BTS), 0);
 	dt->perf_held = true;
 
-	cfg.backend = DS_BACKEND_AUTO;
-	tracer = ds_test_task(test, &cfg);
-	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
-	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).backend,
-			DS_BACKEND_EMULATED);
+	ds_test_task_falls_back(test);
 	KUNIT_EXPECT_FALSE(test, ds_bts_fac->active);
 	/* Emulated tracers never block perf. */
 	ds_perf_release(DS_BTS);
@@ -1221,18 +1233,12 @@ static void ds_test_auto_falls_back(struct kunit *test)
 static void ds_test_auto_beside_cpu_tracer(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
-	struct ds_tracer *cpu_tracer, *tracer;
+	struct ds_tracer *cpu_tracer;
 
 	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
 	cpu_tracer = ds_test_keep(test, ds_request_bts_cpu(0, &cfg));
 	KUNIT_ASSERT_FALSE(test, IS_ERR(cpu_tracer));
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);
-
-	cfg.backend = DS_BACKEND_AUTO;
-	tracer = ds_test_task(test, &cfg);
-	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
-	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).backend,
-			DS_BACKEND_EMULATED);
+	ds_test_task_falls_back(test);
 }
 
 static void ds_test_no_hardware(struct kunit *test)
@@ -2870,12 +2876,7 @@ static void ds_test_split_perf_bts(struct kunit *test)
 	ds_test_perf_takes(test, DS_BTS);
 	per_cpu(ds_sim_debugctl, cpu) |= perf_bits;
 
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);
-	cfg.backend = DS_BACKEND_AUTO;
-	tracer = ds_test_task(test, &cfg);
-	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
-	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).backend,
-			DS_BACKEND_EMULATED);
+	tracer = ds_test_task_falls_back(test);
 
 	cfg.backend = DS_BACKEND_HARDWARE;
 	pebs = ds_test_keep(test, ds_request_pebs_cpu(cpu, &cfg));
@@ -2939,18 +2940,13 @@ static void ds_test_exclusive(struct kunit *test)
 	ds_test_end_linger();
 
 	ds_test_exclusive_result = -EBUSY;
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)), -EBUSY);
 	KUNIT_EXPECT_FALSE(test, ds_bts_fac->active);
 	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), 0);
 	tracer = ds_test_keep(test, ds_request_pebs_cpu(0, &cfg));
 	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
 	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
-	cfg.backend = DS_BACKEND_AUTO;
-	tracer = ds_test_task(test, &cfg);
-	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
-	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).backend,
-			DS_BACKEND_EMULATED);
+	tracer = ds_test_task_falls_back(test);
 	KUNIT_EXPECT_EQ(test, atomic_read(&ds_test_exclusive_held), 0);
 }
 
