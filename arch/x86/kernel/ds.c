@@ -342,13 +342,13 @@ static void ds_hw_linger_fn(struct work_struct *work);
 static struct ds_facility ds_facilities[DS_NR_KINDS] = {
 	[DS_BTS] = {
 		.kind		= DS_BTS,
-		.linger_work	= __DELAYED_WORK_INITIALIZER(
-			ds_facilities[DS_BTS].linger_work, ds_hw_linger_fn, 0),
+		.linger_work	= __DELAYED_WORK_INITIALIZER(ds_facilities[DS_BTS].linger_work,
+							     ds_hw_linger_fn, 0),
 	},
 	[DS_PEBS] = {
 		.kind		= DS_PEBS,
-		.linger_work	= __DELAYED_WORK_INITIALIZER(
-			ds_facilities[DS_PEBS].linger_work, ds_hw_linger_fn, 0),
+		.linger_work	= __DELAYED_WORK_INITIALIZER(ds_facilities[DS_PEBS].linger_work,
+							     ds_hw_linger_fn, 0),
 	},
 };
 
