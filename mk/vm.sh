@@ -6,9 +6,8 @@ set -euo pipefail
 mode=$1 kernel=$2 initrd=$3 logdir=$4
 qemu=${QEMU:-qemu-system-x86_64}
 cpu=${VM_CPU:-max}
-# The longest run takes about 12 minutes on a loaded host: a hung run may
-# not eat the CI's budget.
-timeout=${VM_TIMEOUT:-1200}
+# The longest run ('tcg') takes up to 18 minutes on a loaded host.
+timeout=${VM_TIMEOUT:-1500}
 # clearcpuid=smap: QEMU 7.2's TCG makes the stack accesses of a user-mode
 # far transfer (LRET, LCALL) as supervisor accesses; with SMAP on they fault
 # and the kernel oopses on a user instruction.  Fixed in later QEMU.
