@@ -597,6 +597,11 @@ TEST_F(ds_perf, precise_and_bts_one_task)
 	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, self->pid, NULL, 0));
 	ASSERT_EQ(self->pid, waitpid(self->pid, &status, 0));
 	ASSERT_TRUE(WIFSTOPPED(status) && WSTOPSIG(status) == SIGSTOP);
+	/*
+	 * The tracee reports its stop before it is switched out, and perf
+	 * drains a large PEBS buffer at the switch: disabling drains it now.
+	 */
+	ASSERT_EQ(0, ioctl(self->fd, PERF_EVENT_IOC_DISABLE, 0));
 	precise_ring(_metadata, ring, &ps);
 	munmap(ring, len);
 	expect_precise(_metadata, &ps);
