@@ -19,7 +19,6 @@ RUN_BZIMAGE := $(RUN_OBJ)/arch/x86/boot/bzImage
 # a 32-bit userspace.
 I386_OBJ := $(BUILD)/obj-i386-test
 I386_BZIMAGE := $(I386_OBJ)/arch/x86/boot/bzImage
-I386_INITRD := $(BUILD)/initramfs-i386.cpio.gz
 # make test boots two more kernels, the test config without the series'
 # option (EIO; also make check's build, mk/builds.sh) and without the
 # emulated backend (EOPNOTSUPP, EBUSY).
@@ -35,20 +34,41 @@ STRESS_BZIMAGE := $(STRESS_OBJ)/arch/x86/boot/bzImage
 OUTGOING:= $(BUILD)/outgoing
 JOBS    ?= $(shell nproc)
 
+# ccache (make deps installs it) for the kernels, the selftests and QEMU
+# (meson finds it itself). The cache is shared by every object tree and
+# every clone: paths under this checkout are rewritten relative to the
+# compiler's working directory (BASEDIR), the working directory is not
+# hashed (no debug info records it), and a tree unpacked afresh has new
+# mtimes but the same contents. The depend mode hashes the sources and
+# the headers the compiler's -MD output names, and never runs the
+# preprocessor on its own: a miss costs no more than the compile, where
+# the preprocessor mode adds a preprocessor pass to every object of a
+# cold build. CCACHE_DIR is ccache's own default unless set; make test prints
+# the hit rates.
+CCACHE  := $(shell command -v ccache)
+KCC     := $(if $(CCACHE),ccache gcc,gcc)
+export CCACHE_BASEDIR := $(TOP)
+export CCACHE_NOHASHDIR := true
+export CCACHE_DEPEND := true
+export CCACHE_SLOPPINESS := include_file_mtime,include_file_ctime,time_macros
+export CCACHE_MAXSIZE := 8G
+
 # Only one kernel build at a time on a 2-core machine, whoever starts it.
-KMAKE   := flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC) O=$(OBJ) ARCH=x86_64 -j$(JOBS)
+KMAKE   := flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC) O=$(OBJ) ARCH=x86_64 -j$(JOBS) \
+	CC="$(KCC)" HOSTCC="$(KCC)"
 SELFTEST_TARGETS := x86 ptrace
 
 export BUILD
 
 .PHONY: help deps apt-check report-test base tree refresh patches-check series check config kernel \
-	run-kernel i386-kernel nods-kernel noemu-kernel stress-kernel initramfs-i386 bench headers selftests tools initramfs qemu qemu-test test run shell clean distclean
+	run-kernel i386-kernel nods-kernel noemu-kernel stress-kernel bench headers selftests tools initramfs qemu qemu-test test test-checks run-initramfs run shell clean distclean
 
 help:
 	@echo "make run            boot the VM and show the demo"
 	@echo "make bench          bts_bench with page table isolation on and off"
 	@echo "make test           build everything, boot, run KUnit + kselftests"
-	@echo "                    (ONLY=x86:single_step_syscall_64,... runs a subset)"
+	@echo "                    (ONLY=x86:single_step_syscall_64,... runs a subset,"
+	@echo "                    RUNS=tcg,nods only these runs, DEADLINE=<epoch> bounds it)"
 	@echo "make shell          boot the VM into an interactive shell"
 	@echo "make tree           assemble base + series in build/src"
 	@echo "make refresh        export edits made in build/src back into the repository"
@@ -77,8 +97,10 @@ report-test: tree
 base: deps
 	@$(TOP)/mk/base.sh
 
-tree: base
-	@python3 $(TOP)/mk/series.py tree $(if $(FORCE),--force)
+# mk/test.py runs deps, base and tree once, before its other jobs, and
+# then passes TREE_DONE=1: two of those at once would race on build/src.
+tree: $(if $(TREE_DONE),,base)
+	@$(if $(TREE_DONE),true,python3 $(TOP)/mk/series.py tree $(if $(FORCE),--force))
 
 refresh:
 	@python3 $(TOP)/mk/series.py refresh $(if $(ENTRY),--entry $(ENTRY))
@@ -125,17 +147,18 @@ $(2)/.config: $(4) $(BUILD)/tree-head
 $(1): tree
 	@$(MAKE) -s $(2)/.config
 	@echo "kernel: building $(2)/arch/x86/boot/bzImage"
-	@flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC) O=$(2) ARCH=$(3) -j$(JOBS) bzImage
+	@flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC) O=$(2) ARCH=$(3) -j$(JOBS) \
+		CC="$(KCC)" HOSTCC="$(KCC)" bzImage
 endef
 
 $(eval $(call extra_kernel,i386-kernel,$(I386_OBJ),i386,\
-	$(TOP)/vm/kernel.config $(TOP)/vm/i386.config $(TOP)/vm/i386-test.config))
+	$(TOP)/vm/kernel.config $(TOP)/vm/small.config $(TOP)/vm/i386.config $(TOP)/vm/i386-test.config))
 $(eval $(call extra_kernel,nods-kernel,$(NODS_OBJ),x86_64,\
-	$(TOP)/vm/kernel.config $(TOP)/vm/no-ds.config))
+	$(TOP)/vm/kernel.config $(TOP)/vm/small.config $(TOP)/vm/no-ds.config))
 $(eval $(call extra_kernel,noemu-kernel,$(NOEMU_OBJ),x86_64,\
-	$(TOP)/vm/kernel.config $(TOP)/vm/no-emulate.config))
+	$(TOP)/vm/kernel.config $(TOP)/vm/small.config $(TOP)/vm/no-emulate.config))
 $(eval $(call extra_kernel,stress-kernel,$(STRESS_OBJ),x86_64,\
-	$(TOP)/vm/kernel.config $(TOP)/vm/stress.config))
+	$(TOP)/vm/kernel.config $(TOP)/vm/small.config $(TOP)/vm/stress.config))
 $(eval $(call extra_kernel,run-kernel,$(RUN_OBJ),x86_64,\
 	$(TOP)/vm/kernel.config $(TOP)/vm/run.config))
 
@@ -145,7 +168,7 @@ headers: config
 selftests: headers
 	@echo "selftests: $(SELFTEST_TARGETS) (static, 64- and 32-bit)"
 	@flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC)/tools/testing/selftests \
-		O=$(OBJ) TARGETS="$(SELFTEST_TARGETS)" CC="gcc -static" \
+		O=$(OBJ) TARGETS="$(SELFTEST_TARGETS)" CC="$(KCC) -static" \
 		KSFT_INSTALL_PATH=$(KSFT) install >$(BUILD)/selftests.log 2>&1 || \
 		{ tail -40 $(BUILD)/selftests.log; exit 1; }
 	@# The selftests' install goes on past a target that fails to build; the
@@ -168,27 +191,12 @@ initramfs: selftests tools
 	@LIST=$(BUILD)/tests-tcg.list \
 		$(TOP)/mk/initramfs.sh $(INITRD) $(KSFT) $(BTS_TOOLS) $(BUILD)/bts/demo
 
-# The i386 VM's: Debian's 32-bit busybox-static, the 32-bit kselftests.
-initramfs-i386: selftests
-	@$(TOP)/mk/busybox32.sh $(BUILD)/busybox32
-	@$(call MANIFEST_LIST,i386) | tr , '\n' >$(BUILD)/tests-i386.list
-	@BUSYBOX=$(BUILD)/busybox32/busybox LIST=$(BUILD)/tests-i386.list \
-		$(TOP)/mk/initramfs.sh $(I386_INITRD) $(KSFT)
-
 # The BTS machine model: Debian's QEMU 7.2 patched to model the Branch Trace
-# Store (vm/qemu/), with a GenuineIntel CPU model stripped of what TCG lacks.
+# Store (vm/qemu/); mk/test.py has the CPU models its runs boot.
 QEMU_BTS := $(BUILD)/qemu/qemu-system-x86_64
-BTS_CPU  := Skylake-Client,-pcid,-x2apic,-tsc-deadline,-hle,-rtm,-invpcid,-rdseed,-3dnowprefetch,-xsavec,bts=on
-# The same model with a stand-in architectural PMU, so that perf's Intel
-# driver loads: perf and ptrace sharing the Debug Store.
-PMU_CPU  := $(BTS_CPU),arch-pmu=on
-# The other readings of what the SDM leaves open (vm/qemu/README.md,
-# "Evidence"): the BTS suites must pass under each.
-BTS_ALT_CPU := $(BTS_CPU),bts-cpl=target,pmi-skid=64,pmi-late=on,bts-trap-from=insn,bts-threshold=store
-PMU_ALT_CPU := $(PMU_CPU),bts-cpl=either,pmi-skid=160,bts-threshold=cross
 SHELL := /bin/bash
 
-qemu: deps
+qemu: $(if $(TREE_DONE),,deps)
 	@$(TOP)/mk/qemu.sh
 
 # The model's own test: known code sequences give exactly the expected records.
@@ -202,59 +210,28 @@ qemu-test: qemu
 # verdict then checks those programs and KUnit.
 MANIFEST_LIST = python3 $(TOP)/mk/report.py --list $(TOP)/vm/expected/$(1) \
 	$(if $(ONLY),--only $(ONLY))
-run_only = $(shell $(call MANIFEST_LIST,$(1)))
-run_emu  = $(patsubst %,vm.emu=%,$(shell $(call MANIFEST_LIST,$(1)) --pass emu))
-# vm_test <run> <bzImage> <initramfs> <kernel arguments> [<environment>]
-vm_test = @if [ -z "$(call run_only,$(1))" ]; then \
-		rm -rf $(LOGS)/$(1); echo "test: run '$(1)' skipped: none of ONLY is in its manifest"; \
-	else \
-		echo "test: run '$(1)'"; ONLY=$(call run_only,$(1)) VM_PTI=on \
-		VM_APPEND="$(4) $(call run_emu,$(1)) $(VM_APPEND)" $(5) \
-		$(TOP)/mk/vm.sh test $(2) $(3) $(LOGS)/$(1); \
-	fi
-RUNS := tcg bts pmu bts-alt pmu-alt watchdog i386 nods noemu busy stress stress-bts model
 
-# One verdict over all runs (vm/expected/README says what each proves):
-#   tcg    the test kernel on stock QEMU: the emulated backend
-#   bts    on the BTS model: the hardware backend, then ptrace_bts again
-#          with ds.force_emulation=1
-#   pmu    on the model with its stand-in PMU: perf and ptrace sharing
-#   bts-alt, pmu-alt
-#          bts and pmu again under the model's other readings of the SDM
-#   watchdog
-#          on the model with its PMU and the NMI watchdog on, as a default
-#          Intel machine: ptrace BTS on the hardware next to the watchdog,
-#          no false report, then a hard lockup provoked and reported (the
-#          stuck CPU's RCU stall report, after rcu_cpu_stall_timeout,
-#          must not come first)
-#   i386   the test config as an i386 kernel with a 32-bit userspace
-#   nods   the test config without X86_DS: every request is EIO
-#   noemu  without the emulated backend on stock QEMU: EOPNOTSUPP
-#   busy   the same kernel on the model with PMU, perf holding BTS: EBUSY
-#   stress, stress-bts
-#          the hostile-use kernel (KASAN, fault injection, memcg) on stock
-#          QEMU and on the model: ptrace_bts_hostile and the x86_ds_stress
-#          KUnit suite
-#   model  the model's own test
-test: kernel i386-kernel nods-kernel noemu-kernel stress-kernel initramfs initramfs-i386 qemu
-	@echo "base: $(shell cat $(BUILD)/base-version 2>/dev/null)"
+# One verdict over all runs (the run table is in mk/test.py, what each run
+# proves in its manifest, vm/expected/<run>, and in README.md). mk/test.py
+# builds what the runs need, schedules builds and VMs by what each needs,
+# bounds every run and the whole (DEADLINE=<epoch>), and ends with the time
+# table and the verdict. RUNS=tcg,nods picks runs; LANES=1 boots one VM at
+# a time.
+test:
+	@python3 $(TOP)/mk/test.py
+
+# The checks make test runs beside the builds.
+test-checks: tree
 	@python3 $(TOP)/mk/report_test.py $(SRC)
 	@$(TOP)/mk/ds-owner-check.sh $(SRC)
-	$(call vm_test,tcg,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=emulated)
-	$(call vm_test,bts,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(BTS_CPU))
-	$(call vm_test,pmu,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_CPU))
-	$(call vm_test,bts-alt,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(BTS_ALT_CPU))
-	$(call vm_test,pmu-alt,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_ALT_CPU))
-	$(call vm_test,watchdog,$(BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1 vm.lockup=1 rcupdate.rcu_cpu_stall_timeout=100 kunit.filter_glob=x86_ds_hw,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_CPU) VM_WATCHDOG=nmi_watchdog=1)
-	$(call vm_test,i386,$(I386_BZIMAGE),$(I386_INITRD),vm.env=PTRACE_BTS_BACKEND=emulated)
-	$(call vm_test,nods,$(NODS_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EIO)
-	$(call vm_test,noemu,$(NOEMU_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EOPNOTSUPP)
-	$(call vm_test,busy,$(NOEMU_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_ERRNO=EBUSY ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(PMU_CPU))
-	$(call vm_test,stress,$(STRESS_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=emulated)
-	$(call vm_test,stress-bts,$(STRESS_BZIMAGE),$(INITRD),vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1,QEMU=$(QEMU_BTS) VM_CPU=$(BTS_CPU))
-	@echo "test: the model's own test"
-	@$(MAKE) -s qemu-test
-	@python3 $(TOP)/mk/report.py $(if $(ONLY),--only $(ONLY)) $(SRC) $(addprefix $(LOGS)/,$(RUNS))
+
+# A run's initramfs (mk/test.py): only the kselftests RUN_PROGS names.
+run-initramfs:
+	@mkdir -p $(BUILD)/initramfs
+	@echo "$(RUN_PROGS)" | tr , '\n' >$(BUILD)/initramfs/$(RUN).list
+	@PROGS=$(RUN_PROGS) LIST=$(BUILD)/initramfs/$(RUN).list \
+		$(if $(filter i386,$(RUN)),BUSYBOX=$(BUILD)/busybox32/busybox) \
+		$(TOP)/mk/initramfs.sh $(BUILD)/initramfs/$(RUN).cpio.gz $(KSFT)
 
 run: run-kernel initramfs
 	@VM_APPEND="kunit.enable=0 $(VM_APPEND)" \
@@ -274,7 +251,7 @@ shell: kernel initramfs
 	@$(TOP)/mk/vm.sh shell $(BZIMAGE) $(INITRD) $(LOGS)/shell
 
 clean:
-	rm -rf $(OBJ) $(RUN_OBJ) $(I386_OBJ) $(NODS_OBJ) $(NOEMU_OBJ) $(STRESS_OBJ) $(KSFT) $(INITRD) $(I386_INITRD) $(LOGS) $(OUTGOING)
+	rm -rf $(OBJ) $(RUN_OBJ) $(I386_OBJ) $(NODS_OBJ) $(NOEMU_OBJ) $(STRESS_OBJ) $(KSFT) $(INITRD) $(BUILD)/initramfs $(LOGS) $(OUTGOING)
 
 distclean:
 	rm -rf $(BUILD)
