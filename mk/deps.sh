@@ -20,6 +20,8 @@ packages=(
 	gcc-multilib libc6-dev-i386
 	# checks
 	sparse python3-ply python3-git codespell
+	# the compiler cache of the kernels, the selftests and QEMU
+	ccache
 	# the VM
 	qemu-system-x86 busybox-static
 )

@@ -3,7 +3,8 @@
 # kselftests and any extra static binaries given as arguments (put in
 # /usr/bin).  Usage: initramfs.sh <output.cpio.gz> <kselftest install dir> [bin...]
 # LIST names the file of kselftests (collection:test, one a line) that
-# run_kselftest.sh runs by default in the VM (make shell); BUSYBOX (default
+# run_kselftest.sh runs by default in the VM (make shell); PROGS (the same,
+# comma-separated) leaves every other kselftest out; BUSYBOX (default
 # /bin/busybox) makes the i386 variant.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,7 +30,26 @@ exec /bin/busybox timeout "$@"
 EOS
 chmod 755 "$root/usr/bin/timeout"
 
-cp -a "$ksft" "$root/kselftest"
+if [ -n "${PROGS:-}" ]; then
+	# Only what the run boots with: the runner, and of each collection
+	# the programs PROGS names (collection:program, comma-separated) and
+	# the collection's settings. Every boot unpacks the initramfs under
+	# TCG; all of the selftests are 28 MB gzipped.
+	mkdir -p "$root/kselftest"
+	cp -a "$ksft/run_kselftest.sh" "$ksft/kselftest" "$root/kselftest/"
+	for prog in ${PROGS//,/ }; do
+		col=${prog%%:*}
+		[ -e "$ksft/$col/${prog#*:}" ] ||
+			{ echo "initramfs: no program $prog in $ksft" >&2; exit 1; }
+		mkdir -p "$root/kselftest/$col"
+		cp -a "$ksft/$col/${prog#*:}" "$root/kselftest/$col/"
+		[ ! -e "$ksft/$col/settings" ] || cp -a "$ksft/$col/settings" "$root/kselftest/$col/"
+	done
+	grep -xF -f <(tr , '\n' <<<"$PROGS") "$ksft/kselftest-list.txt" \
+		>"$root/kselftest/kselftest-list.txt" || true
+else
+	cp -a "$ksft" "$root/kselftest"
+fi
 # Empty when ONLY= leaves this VM nothing to run: it is then not booted.
 grep -v '^#' "$LIST" | grep . > "$root/kselftest/tests.list" || true
 for bin in "$@"; do

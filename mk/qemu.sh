@@ -13,6 +13,9 @@
 #
 # FORCE=1 rebuilds even when the stamp matches.  QEMU_FETCH_ONLY=1 stops once
 # the source package is downloaded (mk/apt-check.sh); that needs no root.
+# QEMU_PREPARE_ONLY=1 stops once the tree is patched and the build's
+# packages are installed: make test does that beside the first kernel build
+# and the build itself later.
 set -euo pipefail
 
 QEMU_PACKAGE=qemu
@@ -45,8 +48,12 @@ want_stamp() {
 }
 
 configure_args() {
+	# ccache, where there is one (make deps installs it): meson adds it
+	# only to a compiler it finds itself, and configure names gcc.
+	command -v ccache >/dev/null && echo --cc="ccache gcc"
 	echo --target-list=x86_64-softmmu --without-default-features --enable-tcg \
 		--enable-fdt=system --disable-docs --disable-werror \
+		--with-devices-x86_64=bts-model \
 		--disable-install-blobs \
 		--firmwarepath=/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu
 }
@@ -97,30 +104,38 @@ fi
 # apply ours, then sync into the tree the build uses with checksums, so that
 # only files whose content changed get a new mtime and ninja recompiles just
 # those.
-log "unpacking"
-fresh=$work/fresh
-rm -rf "$fresh"
-(cd "$work" && dpkg-source -q -x "${QEMU_PACKAGE}_${dsc_ver}.dsc" "$(basename "$fresh")" \
-	>"$work/dpkg-source.log" 2>&1) || { cat "$work/dpkg-source.log"; die "dpkg-source -x failed"; }
+prepared=$work/prepared
+if [ -d "$src" ] && [ "$(cat "$prepared" 2>/dev/null)" = "$(want_stamp)" ]; then
+	log "patched tree in $src is up to date"
+else
+	rm -f "$prepared"
+	log "unpacking"
+	fresh=$work/fresh
+	rm -rf "$fresh"
+	(cd "$work" && dpkg-source -q -x "${QEMU_PACKAGE}_${dsc_ver}.dsc" "$(basename "$fresh")" \
+		>"$work/dpkg-source.log" 2>&1) || { cat "$work/dpkg-source.log"; die "dpkg-source -x failed"; }
 
-[ -f "$patchdir/series" ] || die "no $patchdir/series"
-while read -r p; do
-	p=${p%%#*}
-	p=$(echo "$p" | xargs)
-	[ -n "$p" ] || continue
-	[ -f "$patchdir/$p" ] || die "series names $p, which is not in $patchdir"
-	if ! txt=$(cd "$fresh" && patch -p1 -F0 -N --no-backup-if-mismatch -r - \
-		<"$patchdir/$p" 2>&1); then
-		echo "$txt" | sed 's/^/qemu:   /' >&2
-		die "patch $p does not apply with zero fuzz; rejected hunks are listed above"
-	fi
-	echo "$txt" | grep -iE 'offset|fuzz' | sed 's/^/qemu:   /' || true
-	log "applied $p"
-done <"$patchdir/series"
+	[ -f "$patchdir/series" ] || die "no $patchdir/series"
+	while read -r p; do
+		p=${p%%#*}
+		p=$(echo "$p" | xargs)
+		[ -n "$p" ] || continue
+		[ -f "$patchdir/$p" ] || die "series names $p, which is not in $patchdir"
+		if ! txt=$(cd "$fresh" && patch -p1 -F0 -N --no-backup-if-mismatch -r - \
+			<"$patchdir/$p" 2>&1); then
+			echo "$txt" | sed 's/^/qemu:   /' >&2
+			die "patch $p does not apply with zero fuzz; rejected hunks are listed above"
+		fi
+		echo "$txt" | grep -iE 'offset|fuzz' | sed 's/^/qemu:   /' || true
+		log "applied $p"
+	done <"$patchdir/series"
 
-mkdir -p "$src"
-rsync -rlc --delete "$fresh/" "$src/"
-rm -rf "$fresh"
+	mkdir -p "$src"
+	rsync -rlc --delete "$fresh/" "$src/"
+	rm -rf "$fresh"
+	want_stamp >"$prepared"
+fi
+[ -z "${QEMU_PREPARE_ONLY:-}" ] || { log "patched tree in $src"; exit 0; }
 
 # --- configure + build --------------------------------------------------------
 # Configure once per build directory (the arguments are part of the stamp; a

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """Judge the VM test runs against their manifests and print the summary line.
 
-    report.py [--only A,B] <src> <run dir>...
+    report.py [--only A,B] [--failed WHAT]... <src> <run dir>...
     report.py --list <manifest> [--pass P] [--only A,B]  (a run's kselftests)
 
 Every run directory (from mk/vm.sh: console.log, results.log; or from
@@ -22,6 +22,9 @@ Also, as before:
 --only A,B (make test ONLY=A,B) checks, of the kselftest programs, only those
 named (each must be in some run's manifest, and runs whose manifest has none
 of them did not run); KUnit is checked in full all the same.
+A run directory holding a file "not-run" (mk/test.py: the deadline came
+first, or a build the run needs failed) fails with the reason it gives.
+--failed WHAT fails a step that is not a run (a build, a check).
 The last line is "N passed, N failed, N skipped"; the exit status is non-zero
 on any failure, splat, missing marker, difference from a manifest or empty run.
 """
@@ -84,6 +87,7 @@ class Manifest:
         self.skips = []         # [pattern, reason, times matched]
         self.console = []       # regular expressions
         self.plan = None        # TAP plan of a tap.log run
+        self.time = None        # seconds the run takes (mk/test.py's bound)
         self.provoked = None    # where the splat provoked on purpose begins
         self.provoked_splat = None  # and the splat lines it may print
         self.errors = []
@@ -105,6 +109,8 @@ class Manifest:
                 self.kselftest[prog] = int(cases)
             elif word == "plan":
                 self.plan = int(rest)
+            elif word == "time":
+                self.time = int(rest)
             elif word == "provoked":
                 # "#" may be part of the patterns: take them from the raw line.
                 marker, sep, splat = raw.strip()[len("provoked"):].partition(" -- ")
@@ -445,14 +451,24 @@ def main():
     if args and args[0] == "--only":
         only = [p for p in args[1].split(",") if p]
         args = args[2:]
-    src, rundirs = args[0], args[1:]
     tally = Tally()
+    # --failed <what>: a step before the runs failed (mk/test.py).
+    while args and args[0] == "--failed":
+        tally.add("FAIL", args[1])
+        args = args[2:]
+    src, rundirs = args[0], args[1:]
     if only is not None:
         check_only(only, rundirs, tally)
     for rundir in rundirs:
         run = Run(os.path.basename(rundir.rstrip("/")))
         if only is not None and not os.path.isdir(rundir):
             print("%s: not run (none of ONLY is in its manifest)" % run.name)
+            continue
+        not_run = os.path.join(rundir, "not-run")
+        if os.path.exists(not_run):
+            # mk/test.py: the deadline came first, or a build it needs failed.
+            with open(not_run) as f:
+                tally.add("FAIL", run.name, "not run: " + f.read().strip())
             continue
         tap = os.path.join(rundir, "tap.log")
         console_lines = []

@@ -6,7 +6,8 @@ set -euo pipefail
 mode=$1 kernel=$2 initrd=$3 logdir=$4
 qemu=${QEMU:-qemu-system-x86_64}
 cpu=${VM_CPU:-max}
-# The longest run ('tcg') takes up to 18 minutes on a loaded host.
+# mk/test.py sets each run's timeout from its manifest's time and the
+# deadline; alone, a VM gets 25 minutes.
 timeout=${VM_TIMEOUT:-1500}
 # clearcpuid=smap: QEMU 7.2's TCG makes the stack accesses of a user-mode
 # far transfer (LRET, LCALL) as supervisor accesses; with SMAP on they fault
@@ -19,11 +20,15 @@ timeout=${VM_TIMEOUT:-1500}
 append="console=ttyS0 panic=-1 pti=${VM_PTI:-on} clearcpuid=smap vm.mode=$mode ${VM_WATCHDOG:-nowatchdog} ${VM_APPEND:-}"
 [ -n "${ONLY:-}" ] && append="$append vm.only=$ONLY"
 [ -n "${PROVOKE:-}" ] && append="$append vm.provoke=$PROVOKE"
+# A test's own timeout in the guest (vm/init); longer where VMs share the host.
+[ -n "${KSFT_TIMEOUT:-}" ] && append="$append vm.ksft_timeout=$KSFT_TIMEOUT"
 
+# VM_ACCEL=tcg,thread=single runs both vCPUs on one host thread in turn
+# (mk/test.py's runs that need no per-vCPU clock).
 # Nothing of an earlier run may be judged as this one's: start empty.
 rm -rf "$logdir"
 mkdir -p "$logdir"
-args=(-accel tcg -cpu "$cpu" -smp 2 -m 1024 -no-reboot -display none
+args=(-accel "${VM_ACCEL:-tcg}" -cpu "$cpu" -smp 2 -m 1024 -no-reboot -display none
       -nic none -kernel "$kernel" -initrd "$initrd" -append "$append")
 
 case $mode in

@@ -1,0 +1,477 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""make test: build what the runs need, boot the runs, give one verdict.
+
+    test.py [--runs a,b] [--deadline EPOCH] [--lanes N]
+
+Every step is a job with the jobs it needs (a kernel, QEMU, an initramfs),
+started as soon as those are done, within the host's two cores:
+  - one build at a time (a kernel, QEMU, the selftests: each runs -j2);
+  - up to --lanes VMs (default 2: a TCG run keeps about one host core
+    busy), and no more than one beside a build;
+  - fetches and small steps (an initramfs, the package downloads) at once.
+Priorities put the test kernel and the model first and start the longest
+runs first, so that the last build ends beside the last runs.
+
+The deadline (DEADLINE=<epoch seconds>, which .ci/run sets) bounds the
+whole: a run's timeout is the smaller of its bound (BOUND_FACTOR times the
+time its manifest says it takes, plus BOUND_SLACK) and the time left. When
+the deadline comes, what still runs is stopped, and the runs that never
+booted are written down as not run, by name: mk/report.py fails them.
+
+Then the time table (every job: when it started, its wall and CPU time,
+the ccache hits of a build) and the totals, and last mk/report.py's
+verdict, whose last line is "N passed, N failed, N skipped".
+
+The environment carries make's options: ONLY, VM_APPEND, PROVOKE (WHAT,
+or WHAT@run,run to provoke only in those runs), RUNS.
+"""
+
+import os
+import resource
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
+LOGS = os.path.join(BUILD, "logs")
+JOBLOGS = os.path.join(LOGS, "jobs")
+MAKE0 = [os.environ.get("MAKE", "make"), "-s", "--no-print-directory", "-C", TOP]
+# Once deps, base and tree are done, no job runs them again (Makefile).
+MAKE = MAKE0 + ["TREE_DONE=1"]
+
+# A run's timeout: BOUND_FACTOR x its measured time + BOUND_SLACK seconds.
+# 3x covers a CI machine 1.6 times slower than the one that measured it,
+# with a second VM or a build beside it.
+BOUND_FACTOR = 3
+BOUND_SLACK = 120
+# Left at the deadline for stopping what runs and writing the verdict.
+DEADLINE_RESERVE = 60
+CORES = 2
+
+# The BTS machine model: Debian's QEMU 7.2 patched (vm/qemu/), with a
+# GenuineIntel CPU stripped of what TCG lacks.
+QEMU_BTS = os.path.join(BUILD, "qemu", "qemu-system-x86_64")
+BTS_CPU = ("Skylake-Client,-pcid,-x2apic,-tsc-deadline,-hle,-rtm,-invpcid,"
+           "-rdseed,-3dnowprefetch,-xsavec,bts=on")
+# The same with a stand-in architectural PMU, so that perf's Intel driver
+# loads: perf and ptrace sharing the Debug Store.
+PMU_CPU = BTS_CPU + ",arch-pmu=on"
+# The other readings of what the SDM leaves open (vm/qemu/README.md,
+# "Evidence"): the BTS suites must pass under each.
+BTS_ALT_CPU = BTS_CPU + (",bts-cpl=target,pmi-skid=64,pmi-late=on,"
+                         "bts-trap-from=insn,bts-threshold=store")
+PMU_ALT_CPU = PMU_CPU + ",bts-cpl=either,pmi-skid=160,bts-threshold=cross"
+
+HW = "vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1"
+EMU = "vm.env=PTRACE_BTS_BACKEND=emulated"
+
+# The kernels: make target, bzImage.
+KERNELS = {
+    "kernel": "obj",                 # the test config
+    "i386-kernel": "obj-i386-test",  # the same as an i386 kernel
+    "nods-kernel": "obj-nods",       # without X86_DS
+    "noemu-kernel": "obj-noemu",     # without X86_DS_EMULATE
+    "stress-kernel": "obj-stress",   # with KASAN, fault injection, memcg
+}
+
+# The runs (vm/expected/<run> says what each proves): kernel, machine
+# (None: stock QEMU, -cpu max), kernel arguments, extra environment.
+RUNS = [
+    # the emulated backend
+    ("tcg", "kernel", None, EMU, {}),
+    # the hardware backend, then ptrace_bts again with ds.force_emulation=1
+    ("bts", "kernel", BTS_CPU, HW, {}),
+    # perf and ptrace sharing the Debug Store
+    ("pmu", "kernel", PMU_CPU, HW, {}),
+    # bts and pmu under the model's other readings of the SDM
+    ("bts-alt", "kernel", BTS_ALT_CPU, HW, {}),
+    ("pmu-alt", "kernel", PMU_ALT_CPU, HW, {}),
+    # a default Intel machine with the NMI watchdog on: no false report,
+    # then a hard lockup provoked and reported (the stuck CPU's RCU stall
+    # report, after rcu_cpu_stall_timeout, must not come first)
+    ("watchdog", "kernel", PMU_CPU, HW + " vm.lockup=1 rcupdate.rcu_cpu_stall_timeout=100"
+     " kunit.filter_glob=x86_ds_hw", {"VM_WATCHDOG": "nmi_watchdog=1"}),
+    # the 32-bit kernel and userspace
+    ("i386", "i386-kernel", None, EMU, {}),
+    # without X86_DS every request is EIO
+    ("nods", "nods-kernel", None, "vm.env=PTRACE_BTS_ERRNO=EIO", {}),
+    # without the emulated backend: EOPNOTSUPP; with perf holding BTS: EBUSY
+    ("noemu", "noemu-kernel", None, "vm.env=PTRACE_BTS_ERRNO=EOPNOTSUPP", {}),
+    ("busy", "noemu-kernel", PMU_CPU, "vm.env=PTRACE_BTS_ERRNO=EBUSY ds.meltdown_kernel=1", {}),
+    # hostile use: ptrace_bts_hostile and the x86_ds_stress KUnit suite
+    ("stress", "stress-kernel", None, EMU, {}),
+    ("stress-bts", "stress-kernel", BTS_CPU, HW, {}),
+]
+RUN_NAMES = [r[0] for r in RUNS] + ["model"]
+
+
+class Job:
+    def __init__(self, name, cmd, needs=(), kind="light", prio=50, env=None,
+                 phase=None):
+        self.name = name
+        self.cmd = cmd
+        self.needs = list(needs)
+        self.kind = kind            # "build", "vm" or "light"
+        self.prio = prio            # lower starts first
+        self.env = env or {}
+        self.phase = phase or name
+        self.proc = None
+        self.start = self.end = None
+        self.cpu = 0.0
+        self.status = None          # "ok", "failed", "not run: why", "stopped"
+        self.ccache = None
+        self.run = None             # the run's name, for a VM job
+        self.timeout = None
+
+    @property
+    def log(self):
+        return os.path.join(JOBLOGS, self.name + ".log")
+
+
+def manifest_time(run):
+    """The run's measured time, from its manifest's "time <s>" line."""
+    path = os.path.join(TOP, "vm", "expected", run)
+    with open(path) as f:
+        for line in f:
+            words = line.split("#", 1)[0].split()
+            if len(words) == 2 and words[0] == "time":
+                return int(words[1])
+    sys.exit("test: %s has no 'time <seconds>' line" % path)
+
+
+def manifest_list(run, only, emu=False):
+    cmd = ["python3", os.path.join(TOP, "mk", "report.py"), "--list",
+           os.path.join(TOP, "vm", "expected", run)]
+    if emu:
+        cmd += ["--pass", "emu"]
+    if only is not None:
+        cmd += ["--only", only]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return [p for p in out.strip().split(",") if p]
+
+
+def provoke_for(run):
+    what = os.environ.get("PROVOKE", "")
+    if "@" in what:
+        what, _, runs = what.partition("@")
+        if run not in runs.split(","):
+            return ""
+    return what
+
+
+def make_jobs(runs, only):
+    jobs = {}
+
+    def add(job):
+        jobs[job.name] = job
+        return job
+
+    add(Job("deps", MAKE0 + ["deps"], prio=0))
+    add(Job("tree", MAKE0 + ["tree"], ["deps"], prio=0, phase="base, tree"))
+    add(Job("checks", MAKE + ["test-checks"], ["tree"], prio=60,
+            phase="report-test, ds-owner-check"))
+    # Builds, in the order they are wanted: the test kernel serves seven
+    # runs, QEMU five of them and more; the selftests every run.
+    order = ["kernel", "selftests", "qemu", "noemu-kernel", "stress-kernel",
+             "i386-kernel", "nods-kernel"]
+    progs, emu = {}, {}
+    for name, *_ in RUNS:
+        if name in runs:
+            progs[name] = manifest_list(name, only)
+            emu[name] = manifest_list(name, only, emu=True)
+    # With ONLY=, a run whose manifest has none of them does not boot.
+    runs = [r for r in runs if r == "model" or progs[r] or only is None]
+    wanted = set()
+    for name, kernel, cpu, _, _ in RUNS:
+        if name in runs:
+            wanted.add(kernel)
+            if cpu:
+                wanted.add("qemu")
+    if "model" in runs:
+        wanted.add("qemu")
+    for kernel in KERNELS:
+        if kernel in wanted:
+            add(Job(kernel, MAKE + [kernel], ["tree"], "build", 10 + order.index(kernel),
+                    phase="test kernel" if kernel == "kernel" else
+                    kernel.replace("-", " ")))
+    add(Job("selftests", MAKE + ["selftests", "tools"], ["tree"], "build",
+            10 + order.index("selftests"), phase="selftests, tools"))
+    if "qemu" in wanted:
+        # The download goes on beside the first kernel build.
+        add(Job("qemu-fetch", ["env", "QEMU_PREPARE_ONLY=1", os.path.join(TOP, "mk", "qemu.sh")],
+                ["deps"], prio=5, phase="QEMU source, packages"))
+        add(Job("qemu", MAKE + ["qemu"], ["qemu-fetch", "deps"], "build",
+                10 + order.index("qemu"), phase="QEMU model build"))
+    if "i386" in runs:
+        add(Job("busybox32", [os.path.join(TOP, "mk", "busybox32.sh"),
+                              os.path.join(BUILD, "busybox32")], ["deps"], prio=5))
+
+    timed = sorted(runs, key=lambda r: -manifest_time(r))
+    for name, kernel, cpu, append, env in RUNS:
+        if name not in runs:
+            continue
+        needs = ["selftests"] + (["busybox32"] if name == "i386" else [])
+        add(Job("initramfs-" + name, MAKE + ["run-initramfs", "RUN=" + name,
+                                             "RUN_PROGS=" + ",".join(sorted(set(progs[name] + emu[name])))],
+                needs, prio=40, phase="initramfs " + name))
+        vm_env = dict(env)
+        vm_env["ONLY"] = ",".join(progs[name]) if only is not None else ""
+        vm_env["PROVOKE"] = provoke_for(name)
+        vm_env["VM_APPEND"] = " ".join(filter(None, [
+            append, "vm.emu=" + ",".join(emu[name]) if emu[name] else "",
+            os.environ.get("VM_APPEND", "")]))
+        if cpu:
+            vm_env["QEMU"] = QEMU_BTS
+            vm_env["VM_CPU"] = cpu
+        bz = os.path.join(BUILD, KERNELS[kernel], "arch", "x86", "boot", "bzImage")
+        initrd = os.path.join(BUILD, "initramfs", name + ".cpio.gz")
+        job = add(Job("run-" + name, [os.path.join(TOP, "mk", "vm.sh"), "test", bz, initrd,
+                                      os.path.join(LOGS, name)],
+                      [kernel, "initramfs-" + name] + (["qemu"] if cpu else []),
+                      "vm", 100 + timed.index(name), vm_env, phase="run " + name))
+        job.run = name
+    if "model" in runs:
+        job = add(Job("run-model", MAKE + ["qemu-test"], ["qemu"], "vm",
+                      100 + timed.index("model"), phase="run model"))
+        job.run = "model"
+    return jobs
+
+
+def ccache_stats():
+    try:
+        out = subprocess.run(["ccache", "--print-stats"], capture_output=True,
+                             text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    stats = {}
+    for line in out.splitlines():
+        key, _, val = line.partition("\t")
+        if val.strip().isdigit():
+            stats[key] = int(val)
+    return stats
+
+
+def ccache_delta(before, after):
+    if before is None or after is None:
+        return None
+    hits = sum(after.get(k, 0) - before.get(k, 0)
+               for k in ("direct_cache_hit", "preprocessed_cache_hit"))
+    misses = after.get("cache_miss", 0) - before.get("cache_miss", 0)
+    return hits, hits + misses
+
+
+class Scheduler:
+    def __init__(self, jobs, deadline, lanes):
+        self.jobs = jobs
+        self.deadline = deadline
+        self.lanes = lanes
+        self.t0 = time.time()
+        self.running = {}           # pid -> job
+        self.ccache_before = {}
+
+    def stamp(self):
+        return "%5.1f" % ((time.time() - self.t0) / 60)
+
+    def say(self, msg):
+        print("[%s min] %s" % (self.stamp(), msg), flush=True)
+
+    def ready(self, job):
+        return all(self.jobs[n].status == "ok" for n in job.needs if n in self.jobs)
+
+    def blocked(self, job):
+        for n in job.needs:
+            dep = self.jobs.get(n)
+            if dep is not None and dep.status not in (None, "ok"):
+                return "%s %s" % (dep.name, dep.status.split(":")[0])
+        return None
+
+    def fits(self, job):
+        kinds = [j.kind for j in self.running.values()]
+        builds, vms = kinds.count("build"), kinds.count("vm")
+        if job.kind == "build":
+            return builds == 0 and vms <= 1
+        if job.kind == "vm":
+            return vms < self.lanes and (builds == 0 or vms == 0)
+        return True
+
+    def start(self, job):
+        job.start = time.time()
+        env = dict(os.environ)
+        env.update(job.env)
+        if job.kind == "vm" and job.run != "model":
+            left = self.deadline - DEADLINE_RESERVE - job.start
+            bound = BOUND_FACTOR * manifest_time(job.run) + BOUND_SLACK
+            job.timeout = int(max(1, min(bound, left)))
+            env["VM_TIMEOUT"] = str(job.timeout)
+            # Beside another VM or a build, a test takes longer.
+            env["KSFT_TIMEOUT"] = "600" if self.lanes > 1 else "300"
+        if job.kind == "build":
+            self.ccache_before[job.name] = ccache_stats()
+        os.makedirs(JOBLOGS, exist_ok=True)
+        with open(job.log, "w") as log:
+            job.proc = subprocess.Popen(job.cmd, stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, env=env,
+                                        start_new_session=True)
+        self.running[job.proc.pid] = job
+        extra = " (timeout %d s)" % job.timeout if job.timeout else ""
+        self.say("start %s%s" % (job.phase, extra))
+
+    def finish(self, job, rc, usage):
+        job.end = time.time()
+        job.cpu = usage.ru_utime + usage.ru_stime
+        if job.kind == "build":
+            job.ccache = ccache_delta(self.ccache_before.get(job.name), ccache_stats())
+        if job.status is None:
+            job.status = "ok" if rc == 0 else "failed"
+        self.say("%s %s (%.0f s)" % (job.status, job.phase, job.end - job.start))
+        if job.status == "failed":
+            with open(job.log, errors="replace") as f:
+                tail = f.read().splitlines()[-30:]
+            print("\n".join("    " + line for line in tail), flush=True)
+
+    def stop_all(self, why):
+        for job in self.running.values():
+            job.status = why
+            try:
+                os.killpg(job.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def loop(self):
+        while True:
+            for job in self.jobs.values():
+                if job.status is None and job.proc is None:
+                    why = self.blocked(job)
+                    if why:
+                        job.status = "not run: " + why
+            waiting = [j for j in self.jobs.values() if j.status is None and j.proc is None]
+            for job in sorted(waiting, key=lambda j: j.prio):
+                if self.ready(job) and self.fits(job):
+                    self.start(job)
+            if not self.running:
+                break
+            if time.time() >= self.deadline - DEADLINE_RESERVE and \
+                    not getattr(self, "expired", False):
+                self.expired = True
+                self.say("deadline: stopping %s" %
+                         ", ".join(j.phase for j in self.running.values()))
+                self.stop_all("stopped at the deadline")
+                for job in waiting:
+                    job.status = "not run: the deadline came first"
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                pid = 0
+            if pid == 0:
+                time.sleep(0.5)
+                continue
+            job = self.running.pop(pid, None)
+            if job is not None:
+                self.finish(job, os.waitstatus_to_exitcode(status), usage)
+
+
+def fmt_min(sec):
+    return "%d:%02d" % (sec // 60, sec % 60)
+
+
+def time_table(sched, jobs):
+    rows = []
+    for job in sorted(jobs.values(), key=lambda j: (j.start is None, j.start or 0)):
+        if job.start is None:
+            rows.append((job.phase, "-", "-", "-", job.status or ""))
+            continue
+        cc = ""
+        if job.ccache and job.ccache[1]:
+            cc = "ccache %d/%d hits (%.0f%%)" % (job.ccache[0], job.ccache[1],
+                                                100.0 * job.ccache[0] / job.ccache[1])
+        note = "" if job.status == "ok" else job.status
+        rows.append((job.phase, fmt_min(job.start - sched.t0), fmt_min(job.end - job.start),
+                     fmt_min(job.cpu), " ".join(filter(None, [cc, note]))))
+    wall = time.time() - sched.t0
+    self_ru = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = self_ru.ru_utime + self_ru.ru_stime + kids.ru_utime + kids.ru_stime
+    width = max(len(r[0]) for r in rows)
+    lines = ["time table (min:s; started at, wall, CPU = user + sys)",
+             "%-*s  %6s  %6s  %6s" % (width, "phase", "start", "wall", "CPU")]
+    for phase, start, wall_s, cpu_s, note in rows:
+        lines.append(("%-*s  %6s  %6s  %6s  %s" % (width, phase, start, wall_s, cpu_s,
+                                                   note)).rstrip())
+    lines.append("%-*s  %6s  %6s  %6s  %.2f cores busy on average" %
+                 (width, "total", "", fmt_min(wall), fmt_min(cpu), cpu / wall if wall else 0))
+    text = "\n".join(lines)
+    os.makedirs(LOGS, exist_ok=True)
+    with open(os.path.join(LOGS, "time-table"), "w") as f:
+        f.write(text + "\n")
+    print(text, flush=True)
+
+
+def main():
+    args = sys.argv[1:]
+    runs = RUN_NAMES
+    sel = os.environ.get("RUNS") or None
+    deadline = float(os.environ.get("DEADLINE") or 0) or time.time() + 24 * 3600
+    lanes = int(os.environ.get("LANES") or CORES)
+    while args:
+        opt = args.pop(0)
+        if opt == "--runs":
+            sel = args.pop(0)
+        elif opt == "--deadline":
+            deadline = float(args.pop(0))
+        elif opt == "--lanes":
+            lanes = int(args.pop(0))
+        else:
+            sys.exit(__doc__)
+    if sel:
+        bad = [r for r in sel.split(",") if r not in RUN_NAMES]
+        if bad:
+            sys.exit("test: no such run: %s (runs: %s)" % (", ".join(bad), " ".join(RUN_NAMES)))
+        runs = [r for r in RUN_NAMES if r in sel.split(",")]
+    only = os.environ.get("ONLY") or None
+
+    # Nothing of an earlier make test may be judged as this one's.
+    for run in RUN_NAMES:
+        subprocess.run(["rm", "-rf", os.path.join(LOGS, run)], check=True)
+    subprocess.run(["rm", "-rf", JOBLOGS], check=True)
+
+    jobs = make_jobs(runs, only)
+    sched = Scheduler(jobs, deadline, lanes)
+    if os.environ.get("DEADLINE"):
+        sched.say("deadline in %.0f min" % ((deadline - time.time()) / 60))
+    signal.signal(signal.SIGTERM, lambda *_: sched.stop_all("stopped"))
+    sched.loop()
+
+    report = ["python3", os.path.join(TOP, "mk", "report.py")]
+    if only is not None:
+        report += ["--only", only]
+    rundirs = []
+    for run in runs:
+        job = jobs.get("run-" + run)
+        rundir = os.path.join(LOGS, run)
+        if job is None:
+            # None of ONLY is in its manifest: mk/report.py says so.
+            rundirs.append(rundir)
+            continue
+        if job.start is None:
+            os.makedirs(rundir, exist_ok=True)
+            with open(os.path.join(rundir, "not-run"), "w") as f:
+                f.write((job.status or "not run").replace("not run: ", "") + "\n")
+        rundirs.append(rundir)
+    for job in jobs.values():
+        if job.kind != "vm" and job.status != "ok" and job.start is not None:
+            report += ["--failed", "%s: %s (%s)" % (job.phase, job.status, job.log)]
+    base = os.path.join(BUILD, "base-version")
+    if os.path.exists(base):
+        with open(base) as f:
+            print("base: " + f.read().strip())
+    time_table(sched, jobs)
+    rc = subprocess.run(report + [os.path.join(BUILD, "src")] + rundirs).returncode
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
