@@ -61,7 +61,7 @@ SELFTEST_TARGETS := x86 ptrace
 export BUILD
 
 .PHONY: help deps apt-check report-test base tree refresh patches-check series check config kernel \
-	run-kernel i386-kernel nods-kernel noemu-kernel stress-kernel bench headers selftests tools initramfs qemu qemu-test test test-checks run-initramfs run shell clean distclean
+	run-kernel i386-kernel nods-kernel noemu-kernel stress-kernel bench headers selftests tools initramfs qemu qemu-test test soak test-checks run-initramfs run shell clean distclean
 
 help:
 	@echo "make run            boot the VM and show the demo"
@@ -69,6 +69,7 @@ help:
 	@echo "make test           build everything, boot, run KUnit + kselftests"
 	@echo "                    (ONLY=x86:single_step_syscall_64,... runs a subset,"
 	@echo "                    RUNS=tcg,nods only these runs, DEADLINE=<epoch> bounds it)"
+	@echo "make soak           ptrace_bts_fuzz ten times as long, in 'tcg' and 'bts'"
 	@echo "make shell          boot the VM into an interactive shell"
 	@echo "make tree           assemble base + series in build/src"
 	@echo "make refresh        export edits made in build/src back into the repository"
@@ -219,6 +220,11 @@ MANIFEST_LIST = python3 $(TOP)/mk/report.py --list $(TOP)/vm/expected/$(1) \
 # a time.
 test:
 	@python3 $(TOP)/mk/test.py
+
+# The long fuzz: ptrace_bts_fuzz with ten times make test's blocks (5,000
+# per case, four cases) in 'tcg' and 'bts', bounded only by DEADLINE.
+soak:
+	@RUNS=tcg,bts FUZZ_BLOCKS=5000 python3 $(TOP)/mk/test.py
 
 # The checks make test runs beside the builds.
 test-checks: tree

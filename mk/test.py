@@ -24,7 +24,8 @@ the ccache hits of a build) and the totals, and last mk/report.py's
 verdict, whose last line is "N passed, N failed, N skipped".
 
 The environment carries make's options: ONLY, VM_APPEND, PROVOKE (WHAT,
-or WHAT@run,run to provoke only in those runs), RUNS.
+or WHAT@run,run to provoke only in those runs), RUNS, LANES, FUZZ_BLOCKS
+(ptrace_bts_fuzz's blocks per case; make soak).
 """
 
 import os
@@ -66,6 +67,11 @@ BTS_ALT_CPU = BTS_CPU + (",bts-cpl=target,pmi-skid=64,pmi-late=on,"
                          "bts-trap-from=insn,bts-threshold=store")
 PMU_ALT_CPU = PMU_CPU + ",bts-cpl=either,pmi-skid=160,bts-threshold=cross"
 
+# ptrace_bts_fuzz's blocks per case (it runs four): in 'tcg' untraced and
+# emulated, in 'bts' untraced, on the hardware and emulated. The first
+# blocks of each seed are always the same; make soak (FUZZ_BLOCKS=5000)
+# runs ten times as many, without the runs' bounds.
+FUZZ = {"fuzz_emu": 500, "fuzz_hw": 400}
 HW = "vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1"
 EMU = "vm.env=PTRACE_BTS_BACKEND=emulated"
 
@@ -82,9 +88,9 @@ KERNELS = {
 # (None: stock QEMU, -cpu max), kernel arguments, extra environment.
 RUNS = [
     # the emulated backend
-    ("tcg", "kernel", None, EMU, {}),
+    ("tcg", "kernel", None, EMU + " vm.env=PTRACE_BTS_FUZZ_BLOCKS=%(fuzz_emu)d", {}),
     # the hardware backend, then ptrace_bts again with ds.force_emulation=1
-    ("bts", "kernel", BTS_CPU, HW, {}),
+    ("bts", "kernel", BTS_CPU, HW + " vm.env=PTRACE_BTS_FUZZ_BLOCKS=%(fuzz_hw)d", {}),
     # perf and ptrace sharing the Debug Store
     ("pmu", "kernel", PMU_CPU, HW, {}),
     # bts and pmu under the model's other readings of the SDM
@@ -218,6 +224,10 @@ def make_jobs(runs, only):
         add(Job("initramfs-" + name, MAKE + ["run-initramfs", "RUN=" + name,
                                              "RUN_PROGS=" + ",".join(sorted(set(progs[name] + emu[name])))],
                 needs, prio=40, phase="initramfs " + name))
+        fuzz = dict(FUZZ)
+        if os.environ.get("FUZZ_BLOCKS"):
+            fuzz = {k: int(os.environ["FUZZ_BLOCKS"]) for k in fuzz}
+        append = append % fuzz
         vm_env = dict(env)
         vm_env["ONLY"] = ",".join(progs[name]) if only is not None else ""
         vm_env["PROVOKE"] = provoke_for(name)
@@ -305,6 +315,8 @@ class Scheduler:
         if job.kind == "vm" and job.run != "model":
             left = self.deadline - DEADLINE_RESERVE - job.start
             bound = BOUND_FACTOR * manifest_time(job.run) + BOUND_SLACK
+            if os.environ.get("FUZZ_BLOCKS"):
+                bound = left        # a soak: only the deadline
             job.timeout = int(max(1, min(bound, left)))
             env["VM_TIMEOUT"] = str(job.timeout)
             # Beside another VM or a build, a test takes longer.

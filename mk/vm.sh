@@ -23,12 +23,10 @@ append="console=ttyS0 panic=-1 pti=${VM_PTI:-on} clearcpuid=smap vm.mode=$mode $
 # A test's own timeout in the guest (vm/init); longer where VMs share the host.
 [ -n "${KSFT_TIMEOUT:-}" ] && append="$append vm.ksft_timeout=$KSFT_TIMEOUT"
 
-# VM_ACCEL=tcg,thread=single runs both vCPUs on one host thread in turn
-# (mk/test.py's runs that need no per-vCPU clock).
 # Nothing of an earlier run may be judged as this one's: start empty.
 rm -rf "$logdir"
 mkdir -p "$logdir"
-args=(-accel "${VM_ACCEL:-tcg}" -cpu "$cpu" -smp 2 -m 1024 -no-reboot -display none
+args=(-accel tcg -cpu "$cpu" -smp 2 -m 1024 -no-reboot -display none
       -nic none -kernel "$kernel" -initrd "$initrd" -append "$append")
 
 case $mode in
