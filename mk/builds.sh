@@ -16,7 +16,9 @@ objs=(arch/x86/kernel/ds.o arch/x86/kernel/ds_emulate.o arch/x86/kernel/ptrace_b
       arch/x86/events/intel/ds.o arch/x86/events/intel/bts.o)
 
 one() {
-	local name=$1 arch=$2 obj=$build/obj-$1 log=$build/build-$1.log
+	# Object trees of their own: make test's and make run's kernels of
+	# the same names have other fragments (vm/small.config) and ccache.
+	local name=$1 arch=$2 obj=$build/obj-check-$1 log=$build/build-$1.log
 	shift 2
 	echo "builds: $name ($arch: $*)"
 	ARCH=$arch "$top/mk/kconfig.sh" "$src" "$obj" "$@"

@@ -43,6 +43,12 @@ if [ -n "${PROGS:-}" ]; then
 			{ echo "initramfs: no program $prog in $ksft" >&2; exit 1; }
 		mkdir -p "$root/kselftest/$col"
 		cp -a "$ksft/$col/${prog#*:}" "$root/kselftest/$col/"
+		# A 64-bit test may run its 32-bit twin as a tracee
+		# (ptrace_bts_64's tracee_32bit): it comes along.
+		twin=$ksft/$col/${prog#*:}
+		twin=${twin%_64}_32
+		[ "$prog" = "${prog%_64}" ] || [ ! -e "$twin" ] ||
+			cp -a "$twin" "$root/kselftest/$col/"
 		[ ! -e "$ksft/$col/settings" ] || cp -a "$ksft/$col/settings" "$root/kselftest/$col/"
 	done
 	grep -xF -f <(tr , '\n' <<<"$PROGS") "$ksft/kselftest-list.txt" \

@@ -47,11 +47,12 @@ want_stamp() {
 	} | sha256sum | cut -d' ' -f1
 }
 
+# One argument a line: --cc's value has a space.
 configure_args() {
 	# ccache, where there is one (make deps installs it): meson adds it
 	# only to a compiler it finds itself, and configure names gcc.
 	command -v ccache >/dev/null && echo --cc="ccache gcc"
-	echo --target-list=x86_64-softmmu --without-default-features --enable-tcg \
+	printf '%s\n' --target-list=x86_64-softmmu --without-default-features --enable-tcg \
 		--enable-fdt=system --disable-docs --disable-werror \
 		--with-devices-x86_64=bts-model \
 		--disable-install-blobs \
@@ -147,7 +148,8 @@ if [ ! -f "$obj/build.ninja" ] || [ "$(cat "$obj/.configure-args" 2>/dev/null)" 
 	rm -rf "$obj"
 	mkdir -p "$obj"
 	log "configuring"
-	(cd "$obj" && flock /tmp/kbuild.lock "$src/configure" $args_now \
+	mapfile -t args <<<"$args_now"
+	(cd "$obj" && flock /tmp/kbuild.lock "$src/configure" "${args[@]}" \
 		>"$work/configure.log" 2>&1) ||
 		{ tail -40 "$work/configure.log"; die "configure failed (see $work/configure.log)"; }
 	echo "$args_now" >"$obj/.configure-args"

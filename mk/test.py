@@ -25,7 +25,7 @@ verdict, whose last line is "N passed, N failed, N skipped".
 
 The environment carries make's options: ONLY, VM_APPEND, PROVOKE (WHAT,
 or WHAT@run,run to provoke only in those runs), RUNS, LANES, FUZZ_BLOCKS
-(ptrace_bts_fuzz's blocks per case; make soak).
+(ptrace_bts_fuzz's blocks per case, "emulated,hardware"; make soak).
 """
 
 import os
@@ -51,6 +51,8 @@ BOUND_FACTOR = 3
 BOUND_SLACK = 120
 # Left at the deadline for stopping what runs and writing the verdict.
 DEADLINE_RESERVE = 60
+# Stopped jobs get SIGTERM, then SIGKILL this many seconds later.
+STOP_GRACE = 10
 CORES = 2
 
 # The BTS machine model: Debian's QEMU 7.2 patched (vm/qemu/), with a
@@ -69,8 +71,10 @@ PMU_ALT_CPU = PMU_CPU + ",bts-cpl=either,pmi-skid=160,bts-threshold=cross"
 
 # ptrace_bts_fuzz's blocks per case (it runs four): in 'tcg' untraced and
 # emulated, in 'bts' untraced, on the hardware and emulated. The first
-# blocks of each seed are always the same; make soak (FUZZ_BLOCKS=5000)
-# runs ten times as many, without the runs' bounds.
+# blocks of each seed are always the same ones: make test covers a third
+# and two fifths of the blocks it covered before (1,500 and 1,000 per
+# case), and make soak (FUZZ_BLOCKS=3000,1000: emulated, hardware) twice
+# and as many, without the runs' bounds. A case may take 300 s.
 FUZZ = {"fuzz_emu": 500, "fuzz_hw": 400}
 HW = "vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1"
 EMU = "vm.env=PTRACE_BTS_BACKEND=emulated"
@@ -222,13 +226,16 @@ def make_jobs(runs, only):
             continue
         needs = ["selftests"] + (["busybox32"] if name == "i386" else [])
         add(Job("initramfs-" + name, MAKE + ["run-initramfs", "RUN=" + name,
-                                             "RUN_PROGS=" + ",".join(sorted(set(progs[name] + emu[name])))],
+                                             "RUN_PROGS=" + ",".join(
+                                                 progs[name] + [p for p in emu[name]
+                                                                if p not in progs[name]])],
                 needs, prio=40, phase="initramfs " + name))
         fuzz = dict(FUZZ)
         if os.environ.get("FUZZ_BLOCKS"):
-            fuzz = {k: int(os.environ["FUZZ_BLOCKS"]) for k in fuzz}
+            blocks = [int(n) for n in os.environ["FUZZ_BLOCKS"].split(",")]
+            fuzz = {"fuzz_emu": blocks[0], "fuzz_hw": blocks[-1]}
         append = append % fuzz
-        vm_env = dict(env)
+        vm_env = dict(env, VM_PTI="on")
         vm_env["ONLY"] = ",".join(progs[name]) if only is not None else ""
         vm_env["PROVOKE"] = provoke_for(name)
         vm_env["VM_APPEND"] = " ".join(filter(None, [
@@ -282,6 +289,8 @@ class Scheduler:
         self.t0 = time.time()
         self.running = {}           # pid -> job
         self.ccache_before = {}
+        self.stopping = None        # why nothing more starts
+        self.kill_at = None
 
     def stamp(self):
         return "%5.1f" % ((time.time() - self.t0) / 60)
@@ -315,12 +324,13 @@ class Scheduler:
         if job.kind == "vm" and job.run != "model":
             left = self.deadline - DEADLINE_RESERVE - job.start
             bound = BOUND_FACTOR * manifest_time(job.run) + BOUND_SLACK
+            # Beside another VM or a build, a test takes longer.
+            env["KSFT_TIMEOUT"] = "600"
             if os.environ.get("FUZZ_BLOCKS"):
                 bound = left        # a soak: only the deadline
+                env["KSFT_TIMEOUT"] = "7200"
             job.timeout = int(max(1, min(bound, left)))
             env["VM_TIMEOUT"] = str(job.timeout)
-            # Beside another VM or a build, a test takes longer.
-            env["KSFT_TIMEOUT"] = "600" if self.lanes > 1 else "300"
         if job.kind == "build":
             self.ccache_before[job.name] = ccache_stats()
         os.makedirs(JOBLOGS, exist_ok=True)
@@ -346,34 +356,48 @@ class Scheduler:
             print("\n".join("    " + line for line in tail), flush=True)
 
     def stop_all(self, why):
+        """Stop what runs (SIGTERM to each job's process group, SIGKILL
+        to what is left after STOP_GRACE seconds) and start nothing more."""
+        self.stopping = why
+        for job in self.jobs.values():
+            if job.proc is None and job.status is None:
+                job.status = "not run: " + why
         for job in self.running.values():
-            job.status = why
-            try:
-                os.killpg(job.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            job.status = "stopped: " + why
+            self.signal(job, signal.SIGTERM)
+        self.kill_at = time.time() + STOP_GRACE
+
+    @staticmethod
+    def signal(job, sig):
+        try:
+            os.killpg(job.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def start_ready(self):
+        for job in sorted(self.jobs.values(), key=lambda j: j.prio):
+            if job.status is None and job.proc is None:
+                why = self.blocked(job)
+                if why:
+                    job.status = "not run: " + why
+                elif self.ready(job) and self.fits(job):
+                    self.start(job)
 
     def loop(self):
         while True:
-            for job in self.jobs.values():
-                if job.status is None and job.proc is None:
-                    why = self.blocked(job)
-                    if why:
-                        job.status = "not run: " + why
-            waiting = [j for j in self.jobs.values() if j.status is None and j.proc is None]
-            for job in sorted(waiting, key=lambda j: j.prio):
-                if self.ready(job) and self.fits(job):
-                    self.start(job)
+            if self.stopping is None:
+                if time.time() >= self.deadline - DEADLINE_RESERVE:
+                    self.say("deadline: stopping %s" %
+                             (", ".join(j.phase for j in self.running.values()) or "nothing"))
+                    self.stop_all("the deadline came first")
+                else:
+                    self.start_ready()
+            elif self.kill_at and time.time() >= self.kill_at:
+                for job in self.running.values():
+                    self.signal(job, signal.SIGKILL)
+                self.kill_at = None
             if not self.running:
                 break
-            if time.time() >= self.deadline - DEADLINE_RESERVE and \
-                    not getattr(self, "expired", False):
-                self.expired = True
-                self.say("deadline: stopping %s" %
-                         ", ".join(j.phase for j in self.running.values()))
-                self.stop_all("stopped at the deadline")
-                for job in waiting:
-                    job.status = "not run: the deadline came first"
             try:
                 pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
@@ -384,6 +408,8 @@ class Scheduler:
             job = self.running.pop(pid, None)
             if job is not None:
                 self.finish(job, os.waitstatus_to_exitcode(status), usage)
+                # What the job left in its group goes with it.
+                self.signal(job, signal.SIGKILL)
 
 
 def fmt_min(sec):
@@ -454,7 +480,9 @@ def main():
     sched = Scheduler(jobs, deadline, lanes)
     if os.environ.get("DEADLINE"):
         sched.say("deadline in %.0f min" % ((deadline - time.time()) / 60))
-    signal.signal(signal.SIGTERM, lambda *_: sched.stop_all("stopped"))
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda num, _: sched.stop_all(
+            "stopped by %s" % signal.Signals(num).name))
     sched.loop()
 
     report = ["python3", os.path.join(TOP, "mk", "report.py")]
@@ -468,10 +496,18 @@ def main():
             # None of ONLY is in its manifest: mk/report.py says so.
             rundirs.append(rundir)
             continue
+        why = None
         if job.start is None:
+            why = (job.status or "not run").replace("not run: ", "")
+        elif job.status.startswith("stopped"):
+            why = "%s after %.0f s" % (job.status, job.end - job.start)
+        elif not any(os.path.exists(os.path.join(rundir, f))
+                     for f in ("console.log", "tap.log")):
+            why = "its job left no log (%s)" % job.log
+        if why:
             os.makedirs(rundir, exist_ok=True)
             with open(os.path.join(rundir, "not-run"), "w") as f:
-                f.write((job.status or "not run").replace("not run: ", "") + "\n")
+                f.write(why + "\n")
         rundirs.append(rundir)
     for job in jobs.values():
         if job.kind != "vm" and job.status != "ok" and job.start is not None:
@@ -480,8 +516,20 @@ def main():
     if os.path.exists(base):
         with open(base) as f:
             print("base: " + f.read().strip())
+    # The verdict's details, the time table (with the verdict's own time
+    # in it), and last the verdict's summary line.
+    t0, ru0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    verdict = subprocess.run(report + [os.path.join(BUILD, "src")] + rundirs,
+                             stdout=subprocess.PIPE, text=True)
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    lines = verdict.stdout.splitlines()
+    print("\n".join(lines[:-1]), flush=True)
+    jobs["verdict"] = Job("verdict", None, phase="verdict (mk/report.py)")
+    jobs["verdict"].start, jobs["verdict"].end, jobs["verdict"].status = t0, time.time(), "ok"
+    jobs["verdict"].cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
     time_table(sched, jobs)
-    rc = subprocess.run(report + [os.path.join(BUILD, "src")] + rundirs).returncode
+    print(lines[-1] if lines else "0 passed, 1 failed, 0 skipped (no verdict)", flush=True)
+    rc = verdict.returncode if lines else 1
     return rc
 
 

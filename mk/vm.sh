@@ -35,7 +35,7 @@ test)
 	# QEMU's own complaints (the BTS model stops with "BTS: DS store
 	# fault" when the kernel breaks the PTI rules) and its exit status are
 	# judged by mk/report.py.
-	timeout --foreground "$timeout" "$qemu" "${args[@]}" -monitor none \
+	timeout --foreground -k 10 "$timeout" "$qemu" "${args[@]}" -monitor none \
 		-serial "file:$logdir/console.log" -serial "file:$logdir/results.log" \
 		</dev/null 2>"$logdir/qemu.stderr" || rc=$?
 	echo $rc >"$logdir/qemu.status"
@@ -47,7 +47,7 @@ test)
 	exit 0
 	;;
 run|bench)
-	timeout --foreground "$timeout" "$qemu" "${args[@]}" -monitor none \
+	timeout --foreground -k 10 "$timeout" "$qemu" "${args[@]}" -monitor none \
 		-serial stdio -serial "file:$logdir/results.log" </dev/null |
 		tee "$logdir/console.log"
 	;;
