@@ -221,6 +221,10 @@ def make_jobs(runs, only):
                               os.path.join(BUILD, "busybox32")], ["deps"], prio=5))
 
     timed = sorted(runs, key=lambda r: -manifest_time(r))
+    # A run waits for every run's initramfs (they take seconds), so that
+    # when its kernel is there the longest run starts first, not the one
+    # whose initramfs happened to be ready first.
+    initramfs = ["initramfs-" + r for r in runs if r != "model"]
     for name, kernel, cpu, append, env in RUNS:
         if name not in runs:
             continue
@@ -248,7 +252,7 @@ def make_jobs(runs, only):
         initrd = os.path.join(BUILD, "initramfs", name + ".cpio.gz")
         job = add(Job("run-" + name, [os.path.join(TOP, "mk", "vm.sh"), "test", bz, initrd,
                                       os.path.join(LOGS, name)],
-                      [kernel, "initramfs-" + name] + (["qemu"] if cpu else []),
+                      [kernel] + initramfs + (["qemu"] if cpu else []),
                       "vm", 100 + timed.index(name), vm_env, phase="run " + name))
         job.run = name
     if "model" in runs:
