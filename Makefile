@@ -170,7 +170,7 @@ headers: config
 selftests: headers
 	@echo "selftests: $(SELFTEST_TARGETS) (static, 64- and 32-bit)"
 	@flock /tmp/kbuild.lock $(MAKE) -s -C $(SRC)/tools/testing/selftests \
-		O=$(OBJ) TARGETS="$(SELFTEST_TARGETS)" CC="$(KCC) -static" \
+		O=$(OBJ) TARGETS="$(SELFTEST_TARGETS)" CC="gcc -static" \
 		KSFT_INSTALL_PATH=$(KSFT) install >$(BUILD)/selftests.log 2>&1 || \
 		{ tail -40 $(BUILD)/selftests.log; exit 1; }
 	@# The selftests' install goes on past a target that fails to build; the
@@ -260,7 +260,7 @@ shell: kernel initramfs
 	@$(TOP)/mk/vm.sh shell $(BZIMAGE) $(INITRD) $(LOGS)/shell
 
 clean:
-	rm -rf $(OBJ) $(RUN_OBJ) $(I386_OBJ) $(NODS_OBJ) $(NOEMU_OBJ) $(STRESS_OBJ) $(KSFT) $(INITRD) $(BUILD)/initramfs $(LOGS) $(OUTGOING)
+	rm -rf $(OBJ) $(RUN_OBJ) $(I386_OBJ) $(NODS_OBJ) $(NOEMU_OBJ) $(STRESS_OBJ) $(BUILD)/obj-check-* $(KSFT) $(INITRD) $(BUILD)/initramfs $(LOGS) $(OUTGOING)
 
 distclean:
 	rm -rf $(BUILD)

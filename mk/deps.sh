@@ -20,7 +20,7 @@ packages=(
 	gcc-multilib libc6-dev-i386
 	# checks
 	sparse python3-ply python3-git codespell
-	# the compiler cache of the kernels, the selftests and QEMU
+	# the compiler cache of the kernels and QEMU
 	ccache
 	# the VM
 	qemu-system-x86 busybox-static

@@ -10,12 +10,14 @@ started as soon as those are done, within the host's two cores:
   - up to --lanes VMs (default 2: a TCG run keeps about one host core
     busy), and no more than one beside a build;
   - fetches and small steps (an initramfs, the package downloads) at once.
-Priorities put the test kernel and the model first and start the longest
-runs first, so that the last build ends beside the last runs.
+Priorities order the builds (the test kernel, wanted by seven runs, then
+the selftests and the model's QEMU) and start the longest runs first; a
+run whose initramfs is seconds away is waited for before a shorter one.
 
 The deadline (DEADLINE=<epoch seconds>, which .ci/run sets) bounds the
-whole: a run's timeout is the smaller of its bound (BOUND_FACTOR times the
-time its manifest says it takes, plus BOUND_SLACK) and the time left. When
+whole: a VM run's timeout is the smaller of its bound (BOUND_FACTOR times
+the time its manifest says it takes, plus BOUND_SLACK) and the time left
+(the model's own test has its timeouts, mk/qemu-test.sh). When
 the deadline comes, what still runs is stopped, and the runs that never
 booted are written down as not run, by name: mk/report.py fails them.
 
@@ -45,10 +47,14 @@ MAKE0 = [os.environ.get("MAKE", "make"), "-s", "--no-print-directory", "-C", TOP
 MAKE = MAKE0 + ["TREE_DONE=1"]
 
 # A run's timeout: BOUND_FACTOR x its measured time + BOUND_SLACK seconds.
-# 3x covers a CI machine 1.6 times slower than the one that measured it,
-# with a second VM or a build beside it.
-BOUND_FACTOR = 3
+# The times were measured with a build or a second VM beside each run; 2x
+# covers a CI machine 1.6 times slower than the one that measured them.
+BOUND_FACTOR = 2
 BOUND_SLACK = 120
+# A kselftest's own timeout in the guest (run_kselftest.sh -o): longer
+# than the 300 s of a VM alone, since a build or a VM shares the host,
+# and shorter than the run's timeout.
+KSFT_TIMEOUT = 600
 # Left at the deadline for stopping what runs and writing the verdict.
 DEADLINE_RESERVE = 60
 # Stopped jobs get SIGTERM, then SIGKILL this many seconds later.
@@ -211,9 +217,9 @@ def make_jobs(runs, only):
     add(Job("selftests", MAKE + ["selftests", "tools"], ["tree"], "build",
             10 + order.index("selftests"), phase="selftests, tools"))
     if "qemu" in wanted:
-        # The download goes on beside the first kernel build.
+        # It installs the build's packages: not beside base's apt-get.
         add(Job("qemu-fetch", ["env", "QEMU_PREPARE_ONLY=1", os.path.join(TOP, "mk", "qemu.sh")],
-                ["deps"], prio=5, phase="QEMU source, packages"))
+                ["tree"], prio=5, phase="QEMU source, packages"))
         add(Job("qemu", MAKE + ["qemu"], ["qemu-fetch", "deps"], "build",
                 10 + order.index("qemu"), phase="QEMU model build"))
     if "i386" in runs:
@@ -221,10 +227,6 @@ def make_jobs(runs, only):
                               os.path.join(BUILD, "busybox32")], ["deps"], prio=5))
 
     timed = sorted(runs, key=lambda r: -manifest_time(r))
-    # A run waits for every run's initramfs (they take seconds), so that
-    # when its kernel is there the longest run starts first, not the one
-    # whose initramfs happened to be ready first.
-    initramfs = ["initramfs-" + r for r in runs if r != "model"]
     for name, kernel, cpu, append, env in RUNS:
         if name not in runs:
             continue
@@ -252,7 +254,7 @@ def make_jobs(runs, only):
         initrd = os.path.join(BUILD, "initramfs", name + ".cpio.gz")
         job = add(Job("run-" + name, [os.path.join(TOP, "mk", "vm.sh"), "test", bz, initrd,
                                       os.path.join(LOGS, name)],
-                      [kernel] + initramfs + (["qemu"] if cpu else []),
+                      [kernel, "initramfs-" + name] + (["qemu"] if cpu else []),
                       "vm", 100 + timed.index(name), vm_env, phase="run " + name))
         job.run = name
     if "model" in runs:
@@ -328,13 +330,15 @@ class Scheduler:
         if job.kind == "vm" and job.run != "model":
             left = self.deadline - DEADLINE_RESERVE - job.start
             bound = BOUND_FACTOR * manifest_time(job.run) + BOUND_SLACK
-            # Beside another VM or a build, a test takes longer.
-            env["KSFT_TIMEOUT"] = "600"
+            ksft = KSFT_TIMEOUT
             if os.environ.get("FUZZ_BLOCKS"):
                 bound = left        # a soak: only the deadline
-                env["KSFT_TIMEOUT"] = "7200"
+                ksft = 7200
             job.timeout = int(max(1, min(bound, left)))
             env["VM_TIMEOUT"] = str(job.timeout)
+            # A hung test is named in the verdict only if its own timeout
+            # comes before the run's.
+            env["KSFT_TIMEOUT"] = str(max(60, min(ksft, job.timeout - BOUND_SLACK // 2)))
         if job.kind == "build":
             self.ccache_before[job.name] = ccache_stats()
         os.makedirs(JOBLOGS, exist_ok=True)
@@ -378,14 +382,26 @@ class Scheduler:
         except ProcessLookupError:
             pass
 
+    def nearly_ready(self, job):
+        """All that @job still waits for are light jobs already running
+        (an initramfs: seconds)."""
+        waits = [self.jobs[n] for n in job.needs
+                 if n in self.jobs and self.jobs[n].status != "ok"]
+        return waits and all(d.kind == "light" and d.proc is not None for d in waits)
+
     def start_ready(self):
+        held = False                # a longer run is about to be ready
         for job in sorted(self.jobs.values(), key=lambda j: j.prio):
             if job.status is None and job.proc is None:
                 why = self.blocked(job)
                 if why:
                     job.status = "not run: " + why
+                elif job.kind == "vm" and held:
+                    continue
                 elif self.ready(job) and self.fits(job):
                     self.start(job)
+                elif job.kind == "vm" and self.nearly_ready(job):
+                    held = True
 
     def loop(self):
         while True:
@@ -452,7 +468,20 @@ def time_table(sched, jobs):
     print(text, flush=True)
 
 
+def become_subreaper():
+    """What a stopped job's group leaves behind (QEMU under timeout, a
+    kernel make under flock) is adopted by this process, not init: its
+    CPU time still counts."""
+    try:
+        import ctypes
+        PR_SET_CHILD_SUBREAPER = 36
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def main():
+    become_subreaper()
     args = sys.argv[1:]
     runs = RUN_NAMES
     sel = os.environ.get("RUNS") or None
