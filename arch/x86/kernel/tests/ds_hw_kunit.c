@@ -7,13 +7,12 @@
  * for DS_BACKEND_HARDWARE tracers, runs a known loop of kernel code on the
  * traced CPU or in the traced task, or a known loop of a tiny user program,
  * and checks the records the CPU stored, with page table isolation as the
- * kernel was booted. It needs a CPU that has BTS, such as the BTS machine
- * model (vm/qemu); elsewhere every case is skipped.
+ * kernel was booted. It needs a CPU that has BTS; elsewhere every case is
+ * skipped.
  *
  * The x86_ds_pebs suite does the same for PEBS: it programs general
  * counter 0 itself to sample instructions retired in a known loop, and
- * checks every record the CPU stored. It needs PEBS record format 3, such
- * as the machine model's PMU (arch-pmu=on) has.
+ * checks every record the CPU stored. It needs PEBS record format 3.
  */
 
 #include <kunit/test.h>
@@ -62,7 +61,7 @@
 #define DS_HW_NOTIFY_THRESHOLD	64
 /* Release and request again this many times. */
 #define DS_HW_CYCLES		8
-/* Under TCG the machine model is slow. */
+/* An emulated CPU may be a hundred times slower than hardware. */
 #define DS_HW_TIMEOUT		(30 * HZ)
 
 /*
@@ -74,7 +73,7 @@
 #define DS_HW_USER_BASE		0x400000UL
 
 #define DS_HW_SKIP_REASON \
-	"needs BTS hardware: runs on the BTS machine model (make test, run 'bts')"
+	"needs a CPU with BTS (X86_FEATURE_BTS)"
 
 #ifdef CONFIG_X86_64
 #define DS_HW_LOAD_ADDR(label, reg)	"lea " label "(%%rip), %" reg "\n\t"
@@ -959,7 +958,7 @@ static struct kunit_suite ds_hw_test_suite = {
 #define DS_PEBS_CPUID_PMU	0xa
 
 #define DS_PEBS_SKIP_REASON \
-	"needs PEBS: runs on the machine model with its PMU (make test: 'pmu', 'pmu-alt', 'busy')"
+	"needs a CPU with PEBS"
 
 /* A record of format 3, as the CPU stores it. */
 struct ds_pebs_record {

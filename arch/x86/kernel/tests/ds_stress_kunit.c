@@ -10,12 +10,12 @@
  * thread takes and gives back perf's reservation of the Debug Store. Every
  * answer is checked against what <asm/ds.h> promises, and nothing may be
  * left behind. On a CPU without BTS the per-task tracers use the emulated
- * backend and per-CPU requests fail with -EOPNOTSUPP; on the BTS machine
- * model (vm/qemu) both use the hardware. Kernel-mode tracing is for per-CPU
- * tracers only (-EINVAL for a task), and on a CPU affected by Meltdown only
- * with "ds.meltdown_kernel=1" (-EPERM without), which 'stress-bts' sets.
- * Built for the hostile-use kernel with KASAN, lockdep and fault injection
- * (make test, runs 'stress' and 'stress-bts'). "ds_stress_kunit.seed=" and
+ * backend and per-CPU requests fail with -EOPNOTSUPP; on a CPU with BTS
+ * both use the hardware. Kernel-mode tracing is for per-CPU tracers only
+ * (-EINVAL for a task), and on a CPU affected by Meltdown only with
+ * "ds.meltdown_kernel=1" (-EPERM without).
+ * Meant for a kernel with KASAN, lockdep and fault injection.
+ * "ds_stress_kunit.seed=" and
  * "ds_stress_kunit.ops=" on the kernel command line repeat or lengthen a
  * run.
  */

@@ -6,8 +6,8 @@
  * Store (BTS, precise) take a turn: its counting events, the NMI
  * watchdog's among them, leave the hardware to ptrace.
  *
- * Needs BTS hardware and a PMU perf's Intel driver loads on: make test runs
- * it on the BTS machine model with arch-pmu=on. Without BTS perf's BTS event
+ * Needs BTS hardware and a PMU perf's Intel driver loads on, or an emulator
+ * that models both. Without BTS perf's BTS event
  * does not exist and the test says so and skips; with BTS (the "bts" flag
  * in /proc/cpuinfo) a missing BTS event is a failure.
  */

@@ -5,7 +5,7 @@
  * branch per iteration. The difference between a long and a short run
  * cancels whatever the calls around the loop add, so it must be exact on
  * any CPU that counts retired instructions and branches exactly, as
- * hardware and the BTS machine model's PMU (vm/qemu, arch-pmu=on) do.
+ * hardware does.
  *
  * Needs a hardware PMU that perf's driver loads on: without one (the
  * hardware events do not exist) the test says so and skips.
@@ -46,7 +46,7 @@
 #define JNZ_SHORT	2
 
 #define NO_PMU_REASON \
-	"no hardware PMU for perf (on the BTS machine model: arch-pmu=on)"
+	"no hardware PMU for perf"
 
 /*
  * Under emulation a PMI takes long, and perf lowers its sample rate and
@@ -430,7 +430,7 @@ static void switcher(void)
 /*
  * Counting events open across context switches, inherited by children
  * that yield to each other, and opened by an unprivileged user: nothing
- * may oops or warn (make test fails on any splat), and the counts add up.
+ * may oops or warn (the kernel log shows a splat), and the counts add up.
  */
 TEST(context_switches)
 {

@@ -2246,7 +2246,7 @@ TEST_F(bts, drain_many_batches)
 
 /*
  * The overflow signal follows the CPU's threshold interrupt, which hardware
- * may deliver some branches late (the BTS model's pmi-skid=); ds.c and perf
+ * may deliver some branches late (up to 160, by some readings); ds.c and perf
  * keep 170 records of margin for it. So the overflow tests give the tracee
  * far more branches than that after each threshold, and check what holds
  * whatever the skid: a stop with the signal finds the buffer full with

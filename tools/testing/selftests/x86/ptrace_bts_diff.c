@@ -52,7 +52,7 @@
 /*
  * The records the hardware may lose after each overflow stop: those the
  * CPU writes during the PMI's skid past the full buffer, which ds.c drops
- * while tracing is paused (the BTS model's pmi-skid goes up to 160; ds.c
+ * while tracing is paused (a skid of up to 160 is allowed for; ds.c
  * leaves 170 records of margin for it).
  */
 #define DIFF_SKID_MAX		256
