@@ -2249,9 +2249,13 @@ int ds_get_geometry(struct ds_tracer *tracer, struct ds_geometry *geom)
 		return -EINVAL;
 	might_sleep();
 
+	/*
+	 * The snapshot is taken under ds_mutex too: ds_detach() marks the
+	 * tracer detached before it collects the hardware's last records,
+	 * and a reader must not see it detached with a count still to grow.
+	 */
 	mutex_lock(&ds_mutex);
 	ds_tracer_sync(tracer);
-	mutex_unlock(&ds_mutex);
 
 	geom->kind = tracer->kind;
 	geom->backend = tracer->backend == &ds_hw_backend ?
@@ -2266,6 +2270,7 @@ int ds_get_geometry(struct ds_tracer *tracer, struct ds_geometry *geom)
 	geom->lost = tracer->lost;
 	geom->status = ds_status(tracer);
 	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	mutex_unlock(&ds_mutex);
 	return 0;
 }
 EXPORT_SYMBOL_GPL(ds_get_geometry);

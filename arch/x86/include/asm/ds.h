@@ -370,7 +370,8 @@ int ds_clear(struct ds_tracer *tracer);
  * @geom:   filled in
  *
  * Records the hardware has stored but the allocator has not yet copied
- * into the trace buffer are collected first.
+ * into the trace buffer are collected first. Once @geom reports
+ * %DS_STATUS_DETACHED, every record is collected: the count grows no more.
  *
  * Context: process context, may sleep.
  * Return: 0, or -EINVAL for a bad handle or NULL @geom.
