@@ -163,6 +163,12 @@ KSELFTEST_BEGIN = "==== KSELFTEST BEGIN ===="
 KTAP_TOP_RE = re.compile(r"^(KTAP version|TAP version|1\.\.|ok |not ok |# )")
 
 
+# "# case: EXPECTATION FAILED at file:line", then its indented details.
+KUNIT_FAILED_RE = re.compile(r"# (\S+): ((?:EXPECTATION|ASSERTION) FAILED at \S+)")
+KUNIT_DETAIL_RE = re.compile(r"^\s+(?!#|ok |not ok )\S")
+KUNIT_FAILED_LINES = 8
+
+
 def parse_kunit(src, console, tally, run):
     # KUnit runs during boot; the kselftest TAP echoed on the console later
     # would read as more KTAP, so kunit.py gets the boot part only.  Kernel
@@ -207,12 +213,28 @@ def parse_kunit(src, console, tally, run):
     if "[ERROR]" in res.stdout:
         tally.add("FAIL", run.name + " kunit",
                   "(kunit.py reports errors in the KTAP; see %s)" % (console + ".kunit.txt"))
-    reasons = {}
+    reasons, failed = {}, {}
     with open(console, errors="replace") as f:
+        follow = None
         for line in f:
             m = re.search(r"ok \d+ (\S+) # SKIP (.*)", line)
             if m:
                 reasons[m.group(1)] = m.group(2).strip()
+            # A failed case's first expectations, where and what, so that
+            # a CI log that keeps only the verdict still says why.
+            m = KUNIT_FAILED_RE.search(line)
+            if m:
+                follow = failed.setdefault(m.group(1), [])
+                if len(follow) < KUNIT_FAILED_LINES:
+                    follow.append(m.group(2))
+                continue
+            if follow is not None and KUNIT_DETAIL_RE.match(line) and \
+                    len(follow) < KUNIT_FAILED_LINES:
+                follow.append(line.strip())
+            else:
+                follow = None
+    for case, lines in failed.items():
+        reasons.setdefault(case, " | ".join(lines))
     for name, status in cases:
         suite = name.split(".", 1)[0]
         run.kunit[suite] = run.kunit.get(suite, 0) + 1

@@ -16,6 +16,7 @@ runs must fail, with the reason named in the output:
   - a kunit.py that cannot parse the stream;
   - a TAP stream whose plan does not count its results;
   - an XFAIL, which no manifest can see;
+  - a failed KUnit case, named with its first expectation (where, what);
   - a kernel splat in the middle of a line of test output;
   - a first-pass program whose cases would count for the second pass;
   - ONLY= naming a program that is in no manifest;
@@ -227,6 +228,17 @@ def main():
            True, "splat Watchdog detected hard LOCKUP on cpu 0")
     expect("provoked_then_timeout", provoked(marker=provoking + "vm: TIMEOUT after 9s\n"),
            True, "splat vm: TIMEOUT")
+    def kunit_fails(case):
+        write(os.path.join(case.dir, "console.log"), console(KUNIT.replace(
+            "    ok 2 records_user_only\n",
+            "    # records_user_only: EXPECTATION FAILED at ds_kunit.c:12\n"
+            "    Expected count == 0, but\n"
+            "        count == 3 (0x3)\n"
+            "    not ok 2 records_user_only\n", 1).replace("ok 1 hw", "not ok 1 hw", 1)))
+
+    expect("kunit_fails", kunit_fails, True,
+           "kunit hw.records_user_only EXPECTATION FAILED at ds_kunit.c:12 | "
+           "Expected count == 0, but | count == 3 (0x3)")
     expect("xfail", xfail, True, "bts.two")
     expect("splat_mid_line", splat_mid_line, True, "splat # [OK] fineBUG: sleeping")
     expect("emu_pass_lost", emu_pass_lost, True, "kselftest x86:prog_64 missing")
