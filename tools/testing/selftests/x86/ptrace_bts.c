@@ -1926,7 +1926,7 @@ TEST_F(bts, exec_only_code)
 	long n = 0, i;
 
 	if (!cpu_has_pku())
-		SKIP(return, "no protection keys on this CPU: runs in 'tcg'");
+		SKIP(return, "no protection keys (PKU) on this CPU");
 	code = mmap(NULL, getpagesize(), PROT_READ | PROT_WRITE | PROT_EXEC,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_TRUE(code != MAP_FAILED);
@@ -2545,8 +2545,13 @@ static void trace_sleep(struct __test_metadata *_metadata, pid_t pid,
 				flags & PTRACE_BTS_O_SIGNAL ?
 				BTS_OVERFLOW_SIG : 0));
 	cont_to(_metadata, pid, 0, sleep_e);
-	t1 = now_ns();
 	n = sys_ptrace(PTRACE_BTS_DRAIN, pid, rec, sizeof(rec));
+	/*
+	 * After DRAIN: waitpid() returns as soon as the tracee is stopped,
+	 * which may be before its CPU has switched away from it and recorded
+	 * that departure; a request waits for the tracee to be off its CPU.
+	 */
+	t1 = now_ns();
 	check_sched_trace(_metadata, rec, n, tid, t0, t1);
 }
 
