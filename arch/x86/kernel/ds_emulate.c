@@ -262,6 +262,17 @@ struct ds_emu_task {
 #undef MODULE_PARAM_PREFIX
 #define MODULE_PARAM_PREFIX "ds."
 
+/*
+ * An administrator who wants no task single-stepped by the kernel turns
+ * the backend off at boot; it is never registered then, and the allocator
+ * sees what a kernel built without it sees. Read-only: turning it off
+ * later would have to stop the tracers that use it.
+ */
+static bool ds_emu_enable = true;
+module_param_named(emulation, ds_emu_enable, bool, 0444);
+MODULE_PARM_DESC(emulation,
+		 "Offer the emulated BTS to tracers (boot only; default on)");
+
 static bool ds_emu_force;
 module_param_named(force_emulation, ds_emu_force, bool, 0644);
 MODULE_PARM_DESC(force_emulation,
@@ -269,7 +280,7 @@ MODULE_PARM_DESC(force_emulation,
 
 bool ds_emu_forced(void)
 {
-	return READ_ONCE(ds_emu_force);
+	return ds_emu_enable && READ_ONCE(ds_emu_force);
 }
 
 /* --- the classifier: pure functions of the bytes and the registers --- */
@@ -1036,8 +1047,13 @@ static const struct ds_backend ds_emu_backend = {
 
 static int __init ds_emu_init(void)
 {
-	int err = ds_register_backend(&ds_emu_backend);
+	int err;
 
+	if (!ds_emu_enable) {
+		pr_info("emulated BTS backend off (ds.emulation=0)\n");
+		return 0;
+	}
+	err = ds_register_backend(&ds_emu_backend);
 	if (err)
 		pr_warn("cannot register the emulated BTS backend: %d\n", err);
 	return err;
