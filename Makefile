@@ -19,14 +19,13 @@ RUN_BZIMAGE := $(RUN_OBJ)/arch/x86/boot/bzImage
 # a 32-bit userspace.
 I386_OBJ := $(BUILD)/obj-i386-test
 I386_BZIMAGE := $(I386_OBJ)/arch/x86/boot/bzImage
-# make test boots two more kernels, the test config without the series'
-# option (EIO; make check builds it without vm/small.config, in its own
-# object tree, mk/builds.sh) and without the emulated backend (EOPNOTSUPP,
-# EBUSY).
+# make test boots one more kernel, the test config without the series'
+# option (EIO). make check builds it without vm/small.config, in its own
+# object tree (mk/builds.sh), and also the test config without the
+# emulated backend, which make test's runs 'noemu' and 'busy' turn off at
+# boot instead (ds.emulation=0).
 NODS_OBJ := $(BUILD)/obj-nods
 NODS_BZIMAGE := $(NODS_OBJ)/arch/x86/boot/bzImage
-NOEMU_OBJ := $(BUILD)/obj-noemu
-NOEMU_BZIMAGE := $(NOEMU_OBJ)/arch/x86/boot/bzImage
 # The hostile-use kernel: the test config with KASAN, fault injection and
 # the memory cgroup (vm/stress.config), booted on stock QEMU and on the BTS
 # model.
@@ -62,7 +61,7 @@ SELFTEST_TARGETS := x86 ptrace
 export BUILD
 
 .PHONY: help deps apt-check report-test base tree refresh patches-check series check config kernel \
-	run-kernel i386-kernel nods-kernel noemu-kernel stress-kernel bench headers selftests tools initramfs qemu qemu-test test soak test-checks run-initramfs run shell clean distclean
+	run-kernel i386-kernel nods-kernel stress-kernel bench headers selftests tools initramfs qemu qemu-test test soak test-checks run-initramfs run shell clean distclean
 
 help:
 	@echo "make run            boot the VM and show the demo"
@@ -157,8 +156,6 @@ $(eval $(call extra_kernel,i386-kernel,$(I386_OBJ),i386,\
 	$(TOP)/vm/kernel.config $(TOP)/vm/small.config $(TOP)/vm/i386.config $(TOP)/vm/i386-test.config))
 $(eval $(call extra_kernel,nods-kernel,$(NODS_OBJ),x86_64,\
 	$(TOP)/vm/kernel.config $(TOP)/vm/small.config $(TOP)/vm/no-ds.config))
-$(eval $(call extra_kernel,noemu-kernel,$(NOEMU_OBJ),x86_64,\
-	$(TOP)/vm/kernel.config $(TOP)/vm/small.config $(TOP)/vm/no-emulate.config))
 $(eval $(call extra_kernel,stress-kernel,$(STRESS_OBJ),x86_64,\
 	$(TOP)/vm/kernel.config $(TOP)/vm/small.config $(TOP)/vm/stress.config))
 $(eval $(call extra_kernel,run-kernel,$(RUN_OBJ),x86_64,\
@@ -260,7 +257,7 @@ shell: kernel initramfs
 	@$(TOP)/mk/vm.sh shell $(BZIMAGE) $(INITRD) $(LOGS)/shell
 
 clean:
-	rm -rf $(OBJ) $(RUN_OBJ) $(I386_OBJ) $(NODS_OBJ) $(NOEMU_OBJ) $(STRESS_OBJ) $(BUILD)/obj-check-* $(KSFT) $(INITRD) $(BUILD)/initramfs $(LOGS) $(OUTGOING)
+	rm -rf $(OBJ) $(RUN_OBJ) $(I386_OBJ) $(NODS_OBJ) $(STRESS_OBJ) $(BUILD)/obj-check-* $(KSFT) $(INITRD) $(BUILD)/initramfs $(LOGS) $(OUTGOING)
 
 distclean:
 	rm -rf $(BUILD)

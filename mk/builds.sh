@@ -1,8 +1,8 @@
 #!/bin/bash
 # The build matrix of the series: the x86_64 test config without X86_DS (ds.c
 # is still built for perf, X86_DS_CORE) and with perf's uncore, RAPL and
-# cstate drivers, make run's config (no lockdep), and an i386 config with
-# X86_DS and without those.  Each must
+# cstate drivers, the test config without X86_DS_EMULATE, make run's config
+# (no lockdep), and an i386 config with X86_DS and without those.  Each must
 # build; the files the series adds or changes must also be clean under W=1
 # and sparse (C=2) in every config.
 # Usage: builds.sh <src> <build dir>
@@ -48,6 +48,8 @@ one() {
 }
 
 one nods x86_64 "$top/vm/kernel.config" "$top/vm/no-ds.config"
+# without the emulated backend, which make test turns off at boot instead
+one noemu x86_64 "$top/vm/kernel.config" "$top/vm/no-emulate.config"
 # make run's kernel: the only one without lockdep
 one run x86_64 "$top/vm/kernel.config" "$top/vm/run.config"
 one i386 i386 "$top/vm/kernel.config" "$top/vm/i386.config"

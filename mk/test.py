@@ -10,7 +10,7 @@ started as soon as those are done, within the host's two cores:
   - up to --lanes VMs (default 2: a TCG run keeps about one host core
     busy), and no more than one beside a build;
   - fetches and small steps (an initramfs, the package downloads) at once.
-Priorities order the builds (the test kernel, wanted by seven runs, then
+Priorities order the builds (the test kernel, wanted by eight runs, then
 the selftests and the model's QEMU) and start the longest runs first; a
 run whose initramfs is seconds away is waited for before a shorter one.
 
@@ -85,13 +85,13 @@ PMU_ALT_CPU = PMU_CPU + ",bts-cpl=either,pmi-skid=160,bts-threshold=cross"
 FUZZ = {"fuzz_emu": 500, "fuzz_hw": 400}
 HW = "vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1"
 EMU = "vm.env=PTRACE_BTS_BACKEND=emulated"
+NOEMU = "ds.emulation=0"
 
 # The kernels: make target, bzImage.
 KERNELS = {
     "kernel": "obj",                 # the test config
     "i386-kernel": "obj-i386-test",  # the same as an i386 kernel
     "nods-kernel": "obj-nods",       # without X86_DS
-    "noemu-kernel": "obj-noemu",     # without X86_DS_EMULATE
     "stress-kernel": "obj-stress",   # with KASAN, fault injection, memcg
 }
 
@@ -116,9 +116,11 @@ RUNS = [
     ("i386", "i386-kernel", None, EMU, {}),
     # without X86_DS every request is EIO
     ("nods", "nods-kernel", None, "vm.env=PTRACE_BTS_ERRNO=EIO", {}),
-    # without the emulated backend: EOPNOTSUPP; with perf holding BTS: EBUSY
-    ("noemu", "noemu-kernel", None, "vm.env=PTRACE_BTS_ERRNO=EOPNOTSUPP", {}),
-    ("busy", "noemu-kernel", PMU_CPU, "vm.env=PTRACE_BTS_ERRNO=EBUSY ds.meltdown_kernel=1", {}),
+    # without the emulated backend (ds.emulation=0 keeps it from registering,
+    # as a kernel built without it has none): EOPNOTSUPP; with perf holding
+    # BTS: EBUSY. make check builds X86_DS_EMULATE=n (mk/builds.sh).
+    ("noemu", "kernel", None, NOEMU + " vm.env=PTRACE_BTS_ERRNO=EOPNOTSUPP", {}),
+    ("busy", "kernel", PMU_CPU, NOEMU + " vm.env=PTRACE_BTS_ERRNO=EBUSY ds.meltdown_kernel=1", {}),
     # hostile use: ptrace_bts_hostile and the x86_ds_stress KUnit suite
     ("stress", "stress-kernel", None, EMU, {}),
     ("stress-bts", "stress-kernel", BTS_CPU, HW, {}),
@@ -191,10 +193,10 @@ def make_jobs(runs, only):
     add(Job("tree", MAKE0 + ["tree"], ["deps"], prio=0, phase="base, tree"))
     add(Job("checks", MAKE + ["test-checks"], ["tree"], prio=60,
             phase="report-test, ds-owner-check"))
-    # Builds, in the order they are wanted: the test kernel serves seven
-    # runs, QEMU five of them and more; the selftests every run.
-    order = ["kernel", "selftests", "qemu", "noemu-kernel", "stress-kernel",
-             "i386-kernel", "nods-kernel"]
+    # Builds, in the order they are wanted: the test kernel serves eight
+    # runs, QEMU six of them and more; the selftests every run.
+    order = ["kernel", "selftests", "qemu", "stress-kernel", "i386-kernel",
+             "nods-kernel"]
     progs, emu = {}, {}
     for name, *_ in RUNS:
         if name in runs:
