@@ -90,9 +90,9 @@ static inline int open_perf_bts(pid_t pid, bool disabled)
 }
 
 /*
- * The backend this run must trace with: the harness names it in
- * PTRACE_BTS_BACKEND (hardware or emulated) for each VM it boots; 0 when
- * it does not say, -1 for a name this test does not know.
+ * The backend the tracing must use, where the caller knows which one the
+ * machine offers: PTRACE_BTS_BACKEND in the environment, "hardware" or
+ * "emulated"; 0 when it is not set, -1 for a name this test does not know.
  */
 static inline int expected_backend(void)
 {
