@@ -629,7 +629,7 @@ out:
 	return same;
 }
 
-/* The backend the harness names in PTRACE_BTS_BACKEND, else ANY. */
+/* The backend PTRACE_BTS_BACKEND names in the environment, else ANY. */
 static int backend_under_test(void)
 {
 	const char *name = getenv("PTRACE_BTS_BACKEND");

@@ -4,7 +4,8 @@
  *
  * Without CONFIG_X86_DS every request is EIO, as any unknown request. With
  * it, CONFIG fails with EOPNOTSUPP where there is neither BTS hardware nor
- * the emulated backend (CONFIG_X86_DS_EMULATE=n on a CPU without BTS), and
+ * the emulated backend (CONFIG_X86_DS_EMULATE=n, or ds.emulation=0, on a
+ * CPU without BTS), and
  * with EBUSY where perf holds the Debug Store and there is no emulated
  * backend to fall back to (and succeeds once perf's event is gone). A
  * failed CONFIG leaves the tracee as it was: unconfigured, nothing charged,

@@ -1644,7 +1644,7 @@ static unsigned int fz_workers(void)
 }
 
 /*
- * The backend the harness names in PTRACE_BTS_BACKEND, else ANY; "none"
+ * The backend PTRACE_BTS_BACKEND names in the environment, else ANY; "none"
  * (-1) runs each block untraced twice, a check of the test itself.
  */
 static int fz_backend(const char *name)
