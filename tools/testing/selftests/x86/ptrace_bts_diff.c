@@ -154,7 +154,7 @@ static int cmp_u32(const void *x, const void *y)
 /*
  * qsort and printf: indirect calls, many branches, formatted output. 1000
  * elements are 4000 bytes, above what glibc sorts on the stack: its merge
- * sort in a malloc()ed buffer, as for any larger array, in about 45,000
+ * sort in a malloc()ed buffer, as for any larger array, in about 50,000
  * branches; the emulated backend steps every instruction of it.
  */
 static int work_qsort(void)
