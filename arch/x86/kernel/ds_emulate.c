@@ -268,7 +268,7 @@ struct ds_emu_task {
  * sees what a kernel built without it sees. Read-only: turning it off
  * later would have to stop the tracers that use it.
  */
-static bool ds_emu_enable __ro_after_init = true;
+static bool ds_emu_enable = true;
 module_param_named(emulation, ds_emu_enable, bool, 0444);
 MODULE_PARM_DESC(emulation,
 		 "Offer the emulated BTS to tracers (boot only; default on)");
