@@ -1095,8 +1095,8 @@ static bool emulation_forced(void)
 }
 
 /*
- * PTRACE_BTS_BACKEND_ANY gives what the harness expects; without the
- * harness, the CPU's BTS unless ds.force_emulation, else the emulation.
+ * PTRACE_BTS_BACKEND_ANY gives the backend PTRACE_BTS_BACKEND names; where
+ * it is unset, the CPU's BTS unless ds.force_emulation, else the emulation.
  */
 TEST_F(bts, backend_reported)
 {
