@@ -25,12 +25,14 @@
  * notes a new IP. That matches the hardware backend, whose records with a
  * kernel end point are filtered out.
  *
- * Taken or not is decided from the instruction and the registers, never from
- * "the IP moved": a conditional jump is evaluated against the flags (which it
- * does not change), loop/jcxz against the count register, everything else
- * that transfers control is always taken. So a jump to itself and a jcc to
- * the instruction right after it are recorded exactly when taken, and the
- * iterations of a REP string instruction are not branches.
+ * Taken or not is decided from the instruction and where the CPU went,
+ * never from "the IP moved" alone: a direct branch whose target is not
+ * the next instruction was taken exactly when the IP is at its target; a
+ * jcc to the instruction right after it is evaluated against the flags
+ * (which it does not change), loop/jcxz against the count register. So a
+ * jump to itself and a jcc to the next instruction are recorded exactly
+ * when taken, and the iterations of a REP string instruction are not
+ * branches.
  *
  * Block stepping. A debugger's PTRACE_SINGLEBLOCK sets TIF_BLOCKSTEP and
  * DEBUGCTL.BTF, and the CPU would then trap only after branches, hiding the
@@ -69,15 +71,27 @@
  * overlaps it turns into other bytes, and its pushed TF would go
  * uncorrected. So each single-step trap also decodes the instruction at the
  * IP it returns to (ds_emu_predecode(), through the cache: still one user
- * read per step) and keeps a copy in ds_emu_task::next; the next trap uses
- * that copy if the task returned to that IP without giving up the CPU since
- * (a fault that restarts the instruction, an interrupt, a preemption), and
- * reads the bytes otherwise: a debugger writes code only while the task is
- * stopped. A program that modifies its own code is then traced exactly,
- * unless it sleeps in a fault on that instruction. Code another thread writes while
- * this one runs it, without the serialisation the SDM asks for
- * (cross-modifying code), may run in its old or new form on real CPUs too;
- * the trap may then decode either.
+ * read per step) and keeps a copy in ds_emu_task::next, a candidate for
+ * the next trap if the task returned to that IP without a ptrace stop or a
+ * sleep since (after which a debugger's writes are what runs). That read
+ * never faults: an instruction the CPU has not fetched yet may be on a
+ * page it will refuse to execute from, which the trace must neither fault
+ * in nor show to a userfaultfd monitor. If the page is not mapped, the
+ * trap decodes what the CPU fetched.
+ *
+ * What ran. Another thread (a debugger in non-stop mode, uprobes
+ * replacing a page, a JIT) may rewrite the code at any time, and the CPU
+ * runs what is there when it fetches (the return to user mode is an IRET,
+ * which serialises). So no decode is trusted blindly: ds_emu_what_ran()
+ * holds the early decode and the bytes there at the trap to what the CPU
+ * shows, the IP it went to, the stack pointer it left and, for pushes,
+ * pops and IRET, what they moved through the stack (PUSHF's slot holds the
+ * flags, POPF's the flags it loaded). One that matches is used, and
+ * neither when none does: no record, no correction, the forced TF simply
+ * dropped. The one exception is a stack that shows exactly what PUSHF
+ * leaves (one slot pushed holding the low word of the flags, our TF
+ * included), undone because an untraced PUSHF stores TF clear; it covers
+ * code rewritten and restored while the instruction ran.
  *
  * Limits: code segments other than the flat user ones (LDT code, vm86) are
  * not traced, nor is 32-bit code while SS is not the flat user data segment
@@ -120,7 +134,7 @@
 
 /* Entries of the per-task decode cache; a power of two. */
 #define DS_EMU_CACHE_BITS	7
-#define DS_EMU_CACHE_SIZE	(1U << DS_EMU_CACHE_BITS)
+#define DS_EMU_CACHE_SIZE	BIT(DS_EMU_CACHE_BITS)
 
 /* Opcodes the classifier looks at. */
 #define DS_EMU_OP_JCC8		0x70	/* 0x70-0x7f jcc rel8 */
@@ -151,9 +165,13 @@
 #define DS_EMU_OP_MOV_LOAD	0x8b	/* mov r, r/m: measures a ModRM */
 #define DS_EMU_XOP_MAP_MASK	0x1f
 #define DS_EMU_XOP_MAP_FIRST	8
+#define DS_EMU_OP_JMPABS	0xa1	/* with REX2 in map 0 */
 #define DS_EMU_SREG_SS		2	/* ModRM.reg of mov Sreg */
-#define DS_EMU_GRP5_CALL	2
+#define DS_EMU_GRP5_CALL	2	/* ModRM.reg of the 0xff group */
+#define DS_EMU_GRP5_LCALL	3
+#define DS_EMU_GRP5_JMP		4
 #define DS_EMU_GRP5_LJMP	5
+#define DS_EMU_GRP5_PUSH	6
 
 /* The condition code in the low nibble of a jcc opcode. */
 #define DS_EMU_CC_MASK		0xf
@@ -203,6 +221,40 @@ enum ds_emu_kind {
 #define DS_EMU_LOOP_NZF		2	/* loopne: while !ZF */
 
 /**
+ * enum ds_emu_effect - where an instruction leaves the IP and the stack
+ * pointer, the check of a decode against what the CPU shows (ds_emu_ran())
+ * @DS_EMU_FX_ANY:	not checked (far transfers)
+ * @DS_EMU_FX_NEXT:	the next instruction; the stack pointer unchanged
+ * @DS_EMU_FX_NEXT_SP:	the next instruction; may write the stack pointer
+ * @DS_EMU_FX_REP:	a REP string instruction: the next one or itself again
+ * @DS_EMU_FX_REL:	jmp, jcc, loop, jcxz: the next instruction, or @rel
+ *			past it when taken
+ * @DS_EMU_FX_CALL_REL:	@rel past the next instruction, whose IP is pushed
+ * @DS_EMU_FX_CALL_IND:	anywhere; the next instruction's IP is pushed
+ * @DS_EMU_FX_JMP_IND:	anywhere; the stack pointer unchanged
+ * @DS_EMU_FX_RET:	the IP popped; @imm more bytes released
+ * @DS_EMU_FX_PUSHF:	the next instruction; the flags pushed
+ * @DS_EMU_FX_POPF:	the next instruction; the flags popped
+ * @DS_EMU_FX_IRET:	the IP popped, the flags popped two slots above it
+ * @DS_EMU_FX_SS:	MOV SS or POP SS, checked with the shadowed instruction
+ */
+enum ds_emu_effect {
+	DS_EMU_FX_ANY,
+	DS_EMU_FX_NEXT,
+	DS_EMU_FX_NEXT_SP,
+	DS_EMU_FX_REP,
+	DS_EMU_FX_REL,
+	DS_EMU_FX_CALL_REL,
+	DS_EMU_FX_CALL_IND,
+	DS_EMU_FX_JMP_IND,
+	DS_EMU_FX_RET,
+	DS_EMU_FX_PUSHF,
+	DS_EMU_FX_POPF,
+	DS_EMU_FX_IRET,
+	DS_EMU_FX_SS,
+};
+
+/**
  * struct ds_emu_insn - a decoded instruction, one entry of the decode cache
  * @ip:		linear address of the instruction
  * @bytes:	the instruction bytes the entry was decoded from
@@ -211,6 +263,12 @@ enum ds_emu_kind {
  * @cond:	the jcc condition code, or DS_EMU_LOOP_*
  * @addr_bytes:	address size: the width of the loop/jcxz count register
  * @mode64:	decoded in 64-bit mode
+ * @effect:	enum ds_emu_effect
+ * @slot:	bytes a push or pop of the instruction moves the stack by
+ * @ip16:	a near branch with a 16-bit operand size: the target is
+ *		truncated to 16 bits
+ * @imm:	bytes RET imm16 releases
+ * @rel:	displacement of a direct branch
  */
 struct ds_emu_insn {
 	unsigned long	ip;
@@ -220,11 +278,17 @@ struct ds_emu_insn {
 	u8		cond;
 	u8		addr_bytes;
 	bool		mode64;
+	u8		effect;
+	u8		slot;
+	bool		ip16;
+	u16		imm;
+	s32		rel;
 };
 
 /**
  * struct ds_emu_task - emulation state of one task, thread_struct::ds_emu
  * @ip:		the user IP the task last returned to
+ * @sp:		the user stack pointer it last returned with
  * @ip_valid:	@ip is the instruction the next single-step trap completes
  * @mode64:	the task returned to 64-bit code
  * @blockstep:	the debugger's PTRACE_SINGLEBLOCK, held while TIF_BLOCKSTEP
@@ -247,6 +311,7 @@ struct ds_emu_insn {
  */
 struct ds_emu_task {
 	unsigned long		ip;
+	unsigned long		sp;
 	bool			ip_valid;
 	bool			mode64;
 	bool			blockstep;
@@ -285,13 +350,94 @@ bool ds_emu_forced(void)
 
 /* --- the classifier: pure functions of the bytes and the registers --- */
 
-static enum ds_emu_kind ds_emu_kind_grp5(const struct insn *insn)
+/* Near calls and returns push and pop 8 bytes in 64-bit mode. */
+static u8 ds_emu_near_slot(const struct insn *insn)
 {
-	int reg = X86_MODRM_REG(insn->modrm.bytes[0]);
+	return insn->x86_64 ? 8 : insn->opnd_bytes;
+}
 
-	if (reg >= DS_EMU_GRP5_CALL && reg <= DS_EMU_GRP5_LJMP)
-		return DS_EMU_JUMP;
-	return DS_EMU_OTHER;
+static void ds_emu_kind_grp5(const struct insn *insn, struct ds_emu_insn *out)
+{
+	switch (X86_MODRM_REG(insn->modrm.bytes[0])) {
+	case DS_EMU_GRP5_CALL:
+		out->kind = DS_EMU_JUMP;
+		out->effect = DS_EMU_FX_CALL_IND;
+		out->slot = ds_emu_near_slot(insn);
+		break;
+	case DS_EMU_GRP5_JMP:
+		out->kind = DS_EMU_JUMP;
+		out->effect = DS_EMU_FX_JMP_IND;
+		break;
+	case DS_EMU_GRP5_LCALL:
+	case DS_EMU_GRP5_LJMP:
+		out->kind = DS_EMU_JUMP;
+		out->effect = DS_EMU_FX_ANY;
+		break;
+	case DS_EMU_GRP5_PUSH:
+		out->kind = DS_EMU_OTHER;
+		out->effect = DS_EMU_FX_NEXT_SP;
+		break;
+	default:
+		out->kind = DS_EMU_OTHER;
+		out->effect = DS_EMU_FX_NEXT;
+		break;
+	}
+}
+
+/*
+ * Instructions that may write the stack pointer without being a branch,
+ * PUSHF or POPF, so that its check cannot hold them to it. Errs towards
+ * yes, which only weakens the check: any ModRM that names register 4 (or
+ * 12), the pushes and pops, ENTER and LEAVE, and the register forms of
+ * XCHG, MOV imm, BSWAP, INC and DEC that name it.
+ */
+static bool ds_emu_writes_sp(const struct insn *insn)
+{
+	u8 modrm = insn->modrm.bytes[0];
+	u8 op = insn->opcode.bytes[0];
+
+	if (insn->modrm.nbytes &&
+	    (X86_MODRM_REG(modrm) == 4 ||
+	     (X86_MODRM_MOD(modrm) == 3 && X86_MODRM_RM(modrm) == 4)))
+		return true;
+	if (op == DS_EMU_OP_TWO_BYTE) {
+		op = insn->opcode.bytes[1];
+		/* push and pop of fs and gs, bswap */
+		return insn->opcode.nbytes == 2 &&
+		       (op == 0xa0 || op == 0xa1 || op == 0xa8 || op == 0xa9 ||
+			op == 0xcc);
+	}
+	switch (op) {
+	case 0x06: case 0x07: case 0x0e: case 0x1e: case 0x1f:
+	case 0x50 ... 0x5f:	/* push, pop */
+	case 0x60: case 0x61:	/* pusha, popa */
+	case 0x68: case 0x6a:	/* push imm */
+	case 0x8f:		/* pop r/m */
+	case 0x94:		/* xchg */
+	case 0xbc:		/* mov imm */
+	case 0xc8: case 0xc9:	/* enter, leave */
+		return true;
+	case 0x44: case 0x4c:	/* inc, dec; REX prefixes in 64-bit mode */
+		return !insn->x86_64;
+	case DS_EMU_OP_GRP5:
+		return X86_MODRM_REG(modrm) == DS_EMU_GRP5_PUSH;
+	default:
+		return false;
+	}
+}
+
+/* MOVS, CMPS, STOS, LODS, SCAS, INS, OUTS: one iteration per trap. */
+static bool ds_emu_string(u8 op)
+{
+	return (op >= 0xa4 && op <= 0xa7) || (op >= 0xaa && op <= 0xaf) ||
+	       (op >= 0x6c && op <= 0x6f);
+}
+
+static void ds_emu_kind_other(const struct insn *insn, struct ds_emu_insn *out)
+{
+	out->kind = DS_EMU_OTHER;
+	out->effect = ds_emu_writes_sp(insn) ? DS_EMU_FX_NEXT_SP :
+					       DS_EMU_FX_NEXT;
 }
 
 static void ds_emu_kind_one_byte(const struct insn *insn,
@@ -299,60 +445,117 @@ static void ds_emu_kind_one_byte(const struct insn *insn,
 {
 	u8 op = insn->opcode.bytes[0];
 
+	out->kind = DS_EMU_JUMP;
 	switch (op) {
 	case DS_EMU_OP_POP_SS:
-		out->kind = DS_EMU_SS;
-		break;
 	case DS_EMU_OP_MOV_SREG:
-		out->kind = X86_MODRM_REG(insn->modrm.bytes[0]) == DS_EMU_SREG_SS ?
-			    DS_EMU_SS : DS_EMU_OTHER;
+		if (op == DS_EMU_OP_MOV_SREG &&
+		    X86_MODRM_REG(insn->modrm.bytes[0]) != DS_EMU_SREG_SS) {
+			ds_emu_kind_other(insn, out);
+			break;
+		}
+		out->kind = DS_EMU_SS;
+		out->effect = DS_EMU_FX_SS;
+		/* what POP SS pops; MOV SS leaves the stack */
+		if (op == DS_EMU_OP_MOV_SREG)
+			out->slot = 0;
 		break;
 	case DS_EMU_OP_JCC8 ... DS_EMU_OP_JCC8_LAST:
 		out->kind = DS_EMU_JCC;
 		out->cond = op & DS_EMU_CC_MASK;
+		out->effect = DS_EMU_FX_REL;
 		break;
 	case DS_EMU_OP_LOOPNE:
-		out->kind = DS_EMU_LOOP;
-		out->cond = DS_EMU_LOOP_NZF;
-		break;
 	case DS_EMU_OP_LOOPE:
-		out->kind = DS_EMU_LOOP;
-		out->cond = DS_EMU_LOOP_ZF;
-		break;
 	case DS_EMU_OP_LOOP:
 		out->kind = DS_EMU_LOOP;
-		out->cond = DS_EMU_LOOP_ANY;
+		out->cond = op == DS_EMU_OP_LOOPNE ? DS_EMU_LOOP_NZF :
+			    op == DS_EMU_OP_LOOPE ? DS_EMU_LOOP_ZF :
+			    DS_EMU_LOOP_ANY;
+		out->effect = DS_EMU_FX_REL;
 		break;
 	case DS_EMU_OP_JCXZ:
 		out->kind = DS_EMU_JCXZ;
+		out->effect = DS_EMU_FX_REL;
 		break;
 	case DS_EMU_OP_CALL:
+		out->effect = DS_EMU_FX_CALL_REL;
+		out->slot = ds_emu_near_slot(insn);
+		break;
 	case DS_EMU_OP_JMP:
 	case DS_EMU_OP_JMP8:
+		out->effect = DS_EMU_FX_REL;
+		break;
 	case DS_EMU_OP_RET_IMM:
 	case DS_EMU_OP_RET:
+		out->effect = DS_EMU_FX_RET;
+		out->slot = ds_emu_near_slot(insn);
+		out->imm = op == DS_EMU_OP_RET_IMM ? insn->immediate.value : 0;
+		break;
 	case DS_EMU_OP_LRET_IMM:
 	case DS_EMU_OP_LRET:
 	case DS_EMU_OP_LCALL:
 	case DS_EMU_OP_LJMP:
-		out->kind = DS_EMU_JUMP;
+		out->effect = DS_EMU_FX_ANY;
 		break;
 	case DS_EMU_OP_IRET:
 		out->kind = DS_EMU_IRET;
+		out->effect = DS_EMU_FX_IRET;
 		break;
 	case DS_EMU_OP_POPF:
 		out->kind = DS_EMU_POPF;
+		out->effect = DS_EMU_FX_POPF;
 		break;
 	case DS_EMU_OP_PUSHF:
 		out->kind = DS_EMU_PUSHF;
+		out->effect = DS_EMU_FX_PUSHF;
 		break;
 	case DS_EMU_OP_GRP5:
-		out->kind = ds_emu_kind_grp5(insn);
+		ds_emu_kind_grp5(insn, out);
 		break;
 	default:
-		out->kind = DS_EMU_OTHER;
+		ds_emu_kind_other(insn, out);
 		break;
 	}
+	if (out->effect == DS_EMU_FX_REL || out->effect == DS_EMU_FX_CALL_REL)
+		out->rel = insn->immediate.value;
+}
+
+static void ds_emu_kind_two_byte(const struct insn *insn,
+				 struct ds_emu_insn *out)
+{
+	u8 op = insn->opcode.bytes[1];
+
+	if (insn->opcode.nbytes == 2 &&
+	    op >= DS_EMU_OP_JCC32 && op <= DS_EMU_OP_JCC32_LAST) {
+		out->kind = DS_EMU_JCC;
+		out->cond = op & DS_EMU_CC_MASK;
+		out->effect = DS_EMU_FX_REL;
+		out->rel = insn->immediate.value;
+		return;
+	}
+	ds_emu_kind_other(insn, out);
+}
+
+/*
+ * REX2 (APX) puts the map in a prefix bit: with M0 set, opcode.bytes[0]
+ * is an opcode of the 0x0f map (D5 80 9C C0 is SETL, not PUSHF), none of
+ * which branches (Jcc rel32 takes no REX2). In map 0 the branches, PUSHF,
+ * POPF and IRET take no REX2 either, but JMPABS (D5 00 A1 imm64) is REX2
+ * only: an absolute jump that pushes nothing.
+ */
+static void ds_emu_kind_rex2(const struct insn *insn, struct ds_emu_insn *out)
+{
+	u8 rex2 = insn->rex_prefix.bytes[1];
+
+	if (!X86_REX2_M(rex2) && insn->opcode.bytes[0] == DS_EMU_OP_JMPABS &&
+	    !X86_REX_W(rex2)) {
+		out->kind = DS_EMU_JUMP;
+		out->effect = DS_EMU_FX_JMP_IND;
+		return;
+	}
+	out->kind = DS_EMU_OTHER;
+	out->effect = DS_EMU_FX_NEXT_SP;
 }
 
 static bool ds_emu_legacy_prefix(u8 b)
@@ -450,27 +653,69 @@ static int ds_emu_xop_len(const u8 *buf, int size, int prefixes, bool mode64)
 	       xop_imm[map - DS_EMU_XOP_MAP_FIRST];
 }
 
+/*
+ * A near branch with a 16-bit operand size truncates the IP to 16 bits, and
+ * its call or return pushes or pops 2 bytes. In 64-bit mode Intel CPUs
+ * ignore the 0x66 prefix of near branches (as the kernel's decoder reads
+ * them), AMD CPUs honour it, and take a rel16 where Intel takes a rel32.
+ */
+static void ds_emu_near16(const struct insn *insn, bool amd,
+			  struct ds_emu_insn *out)
+{
+	switch (out->effect) {
+	case DS_EMU_FX_REL:
+	case DS_EMU_FX_CALL_REL:
+	case DS_EMU_FX_CALL_IND:
+	case DS_EMU_FX_JMP_IND:
+	case DS_EMU_FX_RET:
+		break;
+	default:
+		return;
+	}
+	out->ip16 = true;
+	if (!insn->x86_64)
+		return;
+	if (!amd) {
+		out->ip16 = false;
+		return;
+	}
+	if (out->slot)
+		out->slot = 2;
+	if (insn->immediate.nbytes == 4 &&
+	    (out->effect == DS_EMU_FX_REL || out->effect == DS_EMU_FX_CALL_REL)) {
+		out->len -= 2;
+		out->rel = (s16)out->rel;
+	}
+}
+
 /**
- * ds_emu_classify() - decode one instruction for the branch trace
+ * __ds_emu_classify() - decode one instruction for the branch trace
  * @buf:    the instruction bytes
  * @size:   bytes available at @buf
  * @mode64: decode in 64-bit mode, else in 32-bit mode
+ * @amd:    as an AMD CPU runs it, else as an Intel one
  * @out:    filled in: everything but @ip and @bytes
  *
  * Return: 0, or -EINVAL if the bytes do not decode.
  */
-static int ds_emu_classify(const u8 *buf, int size, bool mode64,
-			   struct ds_emu_insn *out)
+static int __ds_emu_classify(const u8 *buf, int size, bool mode64, bool amd,
+			     struct ds_emu_insn *out)
 {
-	int removed, canon_size, prefixes, len;
+	int removed, canon_size, prefixes, len, i;
+	bool opsize = false, rep = false;
 	u8 canon[MAX_INSN_SIZE];
 	struct insn insn;
-	u8 op;
 
 	removed = ds_emu_canon_prefixes(buf, size, mode64, canon, &canon_size,
 					&prefixes);
 	if (removed < 0)
 		return -EINVAL;
+	out->mode64 = mode64;
+	out->cond = 0;
+	out->slot = 0;
+	out->ip16 = false;
+	out->imm = 0;
+	out->rel = 0;
 	if (canon[prefixes] == DS_EMU_OP_XOP && prefixes + 1 < canon_size &&
 	    (canon[prefixes + 1] & DS_EMU_XOP_MAP_MASK) >= DS_EMU_XOP_MAP_FIRST) {
 		len = ds_emu_xop_len(canon, canon_size, prefixes, mode64);
@@ -478,9 +723,9 @@ static int ds_emu_classify(const u8 *buf, int size, bool mode64,
 			return len;
 		out->len = len + removed;
 		out->addr_bytes = 0;
-		out->mode64 = mode64;
-		out->cond = 0;
 		out->kind = DS_EMU_OTHER;
+		/* TBM writes a general register named by XOP.vvvv. */
+		out->effect = DS_EMU_FX_NEXT_SP;
 		return 0;
 	}
 	if (insn_decode(&insn, canon, canon_size,
@@ -489,32 +734,54 @@ static int ds_emu_classify(const u8 *buf, int size, bool mode64,
 
 	out->len = insn.length + removed;
 	out->addr_bytes = insn.addr_bytes;
-	out->mode64 = mode64;
-	out->cond = 0;
+	out->slot = insn.opnd_bytes;
 	/*
 	 * A VEX or EVEX prefix leaves the opcode of its own map in
 	 * opcode.bytes[0] with no 0x0f escape: C5 F8 77 is VZEROUPPER, not
 	 * JA. No VEX or EVEX instruction transfers control or loads or
-	 * stores the flags.
+	 * stores the flags; BMI ones write general registers.
 	 */
 	if (insn_is_avx(&insn)) {
 		out->kind = DS_EMU_OTHER;
+		out->effect = DS_EMU_FX_NEXT_SP;
 		return 0;
 	}
-	op = insn.opcode.bytes[0];
-	if (op != DS_EMU_OP_TWO_BYTE) {
+	if (insn_is_rex2(&insn)) {
+		ds_emu_kind_rex2(&insn, out);
+		return 0;
+	}
+	if (insn.opcode.bytes[0] != DS_EMU_OP_TWO_BYTE)
 		ds_emu_kind_one_byte(&insn, out);
-		return 0;
+	else
+		ds_emu_kind_two_byte(&insn, out);
+
+	/* The canonical prefixes are 66, 67, the last of F2 and F3, REX. */
+	for (i = 0; i < prefixes; i++) {
+		opsize |= canon[i] == 0x66;
+		rep |= canon[i] == 0xf2 || canon[i] == 0xf3;
 	}
-	op = insn.opcode.bytes[1];
-	if (insn.opcode.nbytes == 2 &&
-	    op >= DS_EMU_OP_JCC32 && op <= DS_EMU_OP_JCC32_LAST) {
-		out->kind = DS_EMU_JCC;
-		out->cond = op & DS_EMU_CC_MASK;
-	} else {
-		out->kind = DS_EMU_OTHER;
-	}
+	if (out->effect == DS_EMU_FX_NEXT && rep && insn.opcode.nbytes == 1 &&
+	    ds_emu_string(insn.opcode.bytes[0]))
+		out->effect = DS_EMU_FX_REP;
+	opsize &= !X86_REX_W(insn.rex_prefix.bytes[0]);
+	/*
+	 * The decoder gives PUSHF and POPF 64 bits in 64-bit mode whatever
+	 * the prefixes; 0x66 makes them push and pop a word.
+	 */
+	if (mode64 && (out->kind == DS_EMU_PUSHF || out->kind == DS_EMU_POPF))
+		out->slot = opsize ? 2 : 8;
+	if (opsize)
+		ds_emu_near16(&insn, amd, out);
 	return 0;
+}
+
+/* The vendor whose reading of a 0x66 before a near branch the CPU follows. */
+static bool ds_emu_amd __read_mostly;
+
+static int ds_emu_classify(const u8 *buf, int size, bool mode64,
+			   struct ds_emu_insn *out)
+{
+	return __ds_emu_classify(buf, size, mode64, ds_emu_amd, out);
 }
 
 /* Does condition code @cc hold on @flags? */
@@ -636,36 +903,45 @@ static bool ds_emu_code_mapping(unsigned long ip)
  * mode, but ptrace reads it through the page tables, and so do we: without
  * the bytes neither the record nor the TF correction could be done. The
  * callers never read past the page of @ip unless the instruction goes on
- * there, so no page the program does not touch is faulted in.
+ * there. With @nofault, for an instruction the CPU has not fetched yet,
+ * only pages already mapped are read, all or nothing: the trace must not
+ * fault in, or show a userfaultfd monitor, a page the CPU then refuses to
+ * execute from.
  */
-static int ds_emu_read(u8 *buf, unsigned long ip, int len)
+static int ds_emu_read(u8 *buf, unsigned long ip, int len, bool nofault)
 {
-	int n = len - copy_from_user(buf, (const void __user *)ip, len);
+	int n;
 
+	if (nofault)
+		return copy_from_user_nofault(buf, (const void __user *)ip,
+					      len) ? 0 : len;
+	n = len - copy_from_user(buf, (const void __user *)ip, len);
 	if (n == len || !ds_emu_code_mapping(ip + n))
 		return n;
 	return max(n, access_process_vm(current, ip, buf, len, FOLL_FORCE));
 }
 
 /* Are the bytes at @ip still those @e was decoded from? */
-static bool ds_emu_still_there(const struct ds_emu_insn *e, unsigned long ip)
+static bool ds_emu_still_there(const struct ds_emu_insn *e, unsigned long ip,
+			       bool nofault)
 {
 	u8 now[MAX_INSN_SIZE];
 
-	if (ds_emu_read(now, ip, e->len) != e->len)
+	if (ds_emu_read(now, ip, e->len, nofault) != e->len)
 		return false;
 	return !memcmp(now, e->bytes, e->len);
 }
 
-static const struct ds_emu_insn *ds_emu_lookup(struct ds_emu_task *st,
-					       unsigned long ip, bool mode64)
+static const struct ds_emu_insn *__ds_emu_lookup(struct ds_emu_task *st,
+						 unsigned long ip, bool mode64,
+						 bool nofault)
 {
 	struct ds_emu_insn *e = ds_emu_slot(st, ip);
 	u8 buf[MAX_INSN_SIZE];
 	int n;
 
 	if (e->len && e->ip == ip && e->mode64 == mode64 &&
-	    ds_emu_still_there(e, ip)) {
+	    ds_emu_still_there(e, ip, nofault)) {
 		st->hits++;
 		return e;
 	}
@@ -677,10 +953,11 @@ static const struct ds_emu_insn *ds_emu_lookup(struct ds_emu_task *st,
 	 * reads there too.
 	 */
 	n = ds_emu_read(buf, ip, min_t(unsigned long, MAX_INSN_SIZE,
-				       PAGE_SIZE - offset_in_page(ip)));
+				       PAGE_SIZE - offset_in_page(ip)),
+			nofault);
 	if (n && ds_emu_classify(buf, n, mode64, e) && n < MAX_INSN_SIZE &&
 	    !offset_in_page(ip + n))
-		n += ds_emu_read(buf + n, ip + n, MAX_INSN_SIZE - n);
+		n += ds_emu_read(buf + n, ip + n, MAX_INSN_SIZE - n, nofault);
 	if (!n || ds_emu_classify(buf, n, mode64, e)) {
 		e->len = 0;
 		return NULL;
@@ -690,11 +967,18 @@ static const struct ds_emu_insn *ds_emu_lookup(struct ds_emu_task *st,
 	return e;
 }
 
+/* The instruction at @ip, which the CPU has fetched. */
+static const struct ds_emu_insn *ds_emu_lookup(struct ds_emu_task *st,
+					       unsigned long ip, bool mode64)
+{
+	return __ds_emu_lookup(st, ip, mode64, false);
+}
+
 /*
- * Times the current task gave up the CPU so far: ptrace stops and sleeps.
- * Preemption does not count; while the task is preempted another thread
- * may write its code only as cross-modifying code, which the SDM leaves
- * unordered without a serialising instruction in this task.
+ * Times the current task gave up the CPU so far: ptrace stops and sleeps,
+ * when a debugger may write its code. Preemption does not count: another
+ * thread may write the code at any time, preempted or not, and
+ * ds_emu_what_ran() checks the decode against what the CPU did.
  */
 static unsigned long ds_emu_switches(void)
 {
@@ -709,7 +993,7 @@ static void ds_emu_predecode(struct ds_emu_task *st, struct pt_regs *regs)
 {
 	const struct ds_emu_insn *in;
 
-	in = ds_emu_lookup(st, regs->ip, user_64bit_mode(regs));
+	in = __ds_emu_lookup(st, regs->ip, user_64bit_mode(regs), true);
 	if (!in)
 		return;
 	st->next = *in;
@@ -718,11 +1002,11 @@ static void ds_emu_predecode(struct ds_emu_task *st, struct pt_regs *regs)
 }
 
 /*
- * Is st->next still the instruction the task returns to? It was decoded
- * at that IP, and the task did not give up the CPU since: a ptrace stop,
- * the only time a debugger writes the code, and a sleep, while another
- * thread may write it, both do. A fault, an interrupt or a preemption
- * before the instruction ran keeps it.
+ * Is st->next still a candidate for the instruction the task returns to?
+ * It was decoded at that IP, and the task did not give up the CPU since:
+ * after a ptrace stop, when a debugger writes code, the bytes there now
+ * are what runs. A fault, an interrupt or a preemption before the
+ * instruction ran keeps it.
  */
 static bool ds_emu_next_holds(struct ds_emu_task *st)
 {
@@ -805,6 +1089,7 @@ void ds_emu_exit_to_user(struct pt_regs *regs)
 		ds_emu_hold_blockstep(st);
 
 	st->ip = regs->ip;
+	st->sp = regs->sp;
 	st->mode64 = user_64bit_mode(regs);
 	st->ip_valid = true;
 	st->next_valid = ds_emu_next_holds(st);
@@ -842,6 +1127,224 @@ void ds_emu_forget_blockstep(struct task_struct *child)
 		WRITE_ONCE(st->blockstep, false);
 }
 
+/* --- what ran: a decode checked against what the CPU shows --- */
+
+/* The flags POPF and IRET load at any privilege and operand size. */
+#define DS_EMU_POPF_BITS	(X86_EFLAGS_CF | X86_EFLAGS_PF | X86_EFLAGS_AF | \
+				 X86_EFLAGS_ZF | X86_EFLAGS_SF | X86_EFLAGS_TF | \
+				 X86_EFLAGS_DF | X86_EFLAGS_OF)
+
+/**
+ * struct ds_emu_after - what the CPU shows of an instruction that completed
+ * @from:	its IP
+ * @to:		the IP after it
+ * @sp0:	the stack pointer before it
+ * @sp:		the stack pointer after it
+ * @flags:	the flags after it, TF as the CPU left it
+ * @cx:		the count register after it
+ * @mode64:	it ran in 64-bit mode
+ */
+struct ds_emu_after {
+	unsigned long	from;
+	unsigned long	to;
+	unsigned long	sp0;
+	unsigned long	sp;
+	unsigned long	flags;
+	unsigned long	cx;
+	bool		mode64;
+};
+
+static unsigned long ds_emu_mode_mask(bool mode64)
+{
+	return mode64 ? ULONG_MAX : U32_MAX;
+}
+
+/*
+ * A stack slot of @size bytes at @addr, zero-extended. Never faults: a
+ * slot the instruction pushed or popped is mapped, and a decode that did
+ * not run must not fault in one it never touched.
+ */
+static bool ds_emu_stack_read(unsigned long addr, int size,
+			      unsigned long *val)
+{
+	*val = 0;
+	return !copy_from_user_nofault(val, (const void __user *)addr, size);
+}
+
+static unsigned long ds_emu_slot_mask(const struct ds_emu_insn *in)
+{
+	return in->slot >= sizeof(long) ? ULONG_MAX :
+	       BIT(in->slot * BITS_PER_BYTE) - 1;
+}
+
+/**
+ * ds_emu_ran() - is a decode what the CPU ran
+ * @in: the decode
+ * @a:  what the CPU shows
+ *
+ * Checks where the instruction left the IP and the stack pointer, and what
+ * a push, a pop or IRET moved through the stack. An instruction that may
+ * write the stack pointer any way it likes (ds_emu_writes_sp()) is held to
+ * its IP only, far transfers to nothing.
+ *
+ * Return: true if @in could have produced @a.
+ */
+static bool ds_emu_ran(const struct ds_emu_insn *in,
+		       const struct ds_emu_after *a)
+{
+	unsigned long mode = ds_emu_mode_mask(in->mode64);
+	unsigned long ip = in->ip16 ? U16_MAX : mode;
+	unsigned long next = (a->from + in->len) & mode;
+	unsigned long target = (next + in->rel) & ip;
+	unsigned long up = (a->sp0 + in->slot) & mode;
+	unsigned long down = (a->sp0 - in->slot) & mode;
+	unsigned long word;
+
+	switch (in->effect) {
+	case DS_EMU_FX_NEXT:
+		return a->to == next && a->sp == a->sp0;
+	case DS_EMU_FX_NEXT_SP:
+		return a->to == next;
+	case DS_EMU_FX_REP:
+		return (a->to == next || a->to == a->from) && a->sp == a->sp0;
+	case DS_EMU_FX_REL:
+		/* A jcc's condition is what the IP shows, see ds_emu_went(). */
+		return a->sp == a->sp0 &&
+		       (a->to == target ||
+			(a->to == next && in->kind != DS_EMU_JUMP));
+	case DS_EMU_FX_CALL_REL:
+		if (a->to != target)
+			return false;
+		fallthrough;
+	case DS_EMU_FX_CALL_IND:
+		return a->sp == down &&
+		       ds_emu_stack_read(a->sp, in->slot, &word) &&
+		       word == (next & ds_emu_slot_mask(in));
+	case DS_EMU_FX_JMP_IND:
+		return a->sp == a->sp0;
+	case DS_EMU_FX_RET:
+		return a->sp == ((up + in->imm) & mode) &&
+		       ds_emu_stack_read(a->sp0, in->slot, &word) &&
+		       (word & ip) == a->to;
+	case DS_EMU_FX_PUSHF:
+		/* The low word holds TF and the arithmetic flags in every size. */
+		return a->to == next && a->sp == down &&
+		       ds_emu_stack_read(a->sp, sizeof(u16), &word) &&
+		       word == (u16)a->flags;
+	case DS_EMU_FX_POPF:
+		return a->to == next && a->sp == up &&
+		       ds_emu_stack_read(a->sp0, sizeof(u16), &word) &&
+		       !((word ^ a->flags) & DS_EMU_POPF_BITS);
+	case DS_EMU_FX_IRET:
+		return ds_emu_stack_read(a->sp0, in->slot, &word) &&
+		       word == a->to &&
+		       ds_emu_stack_read(a->sp0 + 2 * in->slot, sizeof(u16),
+					 &word) &&
+		       !((word ^ a->flags) & DS_EMU_POPF_BITS);
+	default:	/* DS_EMU_FX_ANY, DS_EMU_FX_SS */
+		return true;
+	}
+}
+
+/*
+ * Was the instruction a taken branch? A direct one went to its target or
+ * to the next instruction, and where the two differ the IP says which,
+ * even if the code was rewritten between jcc and its negation while it
+ * ran. Where they coincide (a jcc to the next instruction), the condition
+ * on the flags does.
+ */
+static bool ds_emu_went(const struct ds_emu_insn *in,
+			const struct ds_emu_after *a)
+{
+	unsigned long mode = ds_emu_mode_mask(in->mode64);
+	unsigned long next = (a->from + in->len) & mode;
+	unsigned long target = (next + in->rel) & (in->ip16 ? U16_MAX : mode);
+
+	if (in->effect == DS_EMU_FX_REL && target != next)
+		return a->to == target;
+	return ds_emu_taken(in, a->flags, a->cx);
+}
+
+/* Its check reads TF itself off the stack, as stored or as loaded. */
+static bool ds_emu_moves_tf(const struct ds_emu_insn *in)
+{
+	return in->effect == DS_EMU_FX_PUSHF || in->effect == DS_EMU_FX_POPF ||
+	       in->effect == DS_EMU_FX_IRET;
+}
+
+/**
+ * ds_emu_what_ran() - the decode of the instruction that completed
+ * @st:    the task's emulation state
+ * @early: its decode from before it ran, or %NULL
+ * @a:     what the CPU shows
+ *
+ * Two reads of the bytes are candidates: @early, taken before the
+ * instruction ran (it may have overwritten its own bytes), and the bytes
+ * there now (another thread, a debugger, uprobes or a JIT may have written
+ * them since @early; the CPU ran what was there when it fetched, as IRET
+ * serialises). A candidate counts only if the CPU's state matches it
+ * (ds_emu_ran()); where both match, one that stores or loads the flags
+ * wins, since its check read the flags themselves.
+ *
+ * Return: the decode, or %NULL when none matches: the bytes changed more
+ * than once while the instruction ran, or do not decode.
+ */
+static const struct ds_emu_insn *ds_emu_what_ran(struct ds_emu_task *st,
+						 const struct ds_emu_insn *early,
+						 const struct ds_emu_after *a)
+{
+	const struct ds_emu_insn *now;
+	bool early_ok = early && ds_emu_ran(early, a);
+
+	/*
+	 * Only a push or pop of the same length can pass for PUSHF or POPF,
+	 * and leaves the stack pointer moved: spare the second read otherwise.
+	 */
+	if (early_ok && (ds_emu_moves_tf(early) || a->sp == a->sp0 ||
+			 early->effect != DS_EMU_FX_NEXT_SP))
+		return early;
+	now = ds_emu_lookup(st, a->from, a->mode64);
+	if (now && ds_emu_ran(now, a) &&
+	    (!early_ok || ds_emu_moves_tf(now)))
+		return now;
+	return early_ok ? early : NULL;
+}
+
+/*
+ * Does the stack show what PUSHF leaves, where no decode matched: one slot
+ * pushed that holds the low word of the flags, our TF included, after an
+ * instruction no longer than any can be? Nothing else is made of such a
+ * step; an untraced PUSHF there would have stored the TF clear.
+ */
+static bool ds_emu_pushed_flags(const struct ds_emu_after *a)
+{
+	unsigned long mode = ds_emu_mode_mask(a->mode64);
+	unsigned long pushed = (a->sp0 - a->sp) & mode, word;
+
+	if (pushed != sizeof(u16) && pushed != (a->mode64 ? 8 : 4))
+		return false;
+	if (((a->to - a->from) & mode) - 1 >= MAX_INSN_SIZE)
+		return false;
+	return ds_emu_stack_read(a->sp, sizeof(u16), &word) &&
+	       word == (u16)a->flags;
+}
+
+/* PUSHF stored our TF at @sp: the program's flags have it clear. */
+static void ds_emu_clear_pushed_tf(struct pt_regs *regs)
+{
+	u16 __user *top = (u16 __user *)regs->sp;
+	u16 pushed;
+
+	/*
+	 * A PUSHF right after a MOV SS that loaded a stack segment with a
+	 * base: the stack pointer is no linear address.
+	 */
+	if (!ds_emu_flat_stack(regs))
+		return;
+	if (!get_user(pushed, top) && pushed & X86_EFLAGS_TF)
+		put_user(pushed & ~X86_EFLAGS_TF, top);
+}
+
 /*
  * A forced TF was on while a TF loader or storer ran. After POPF or IRET the
  * TF in the CPU's flags is the user's own; PUSHF stored ours.
@@ -849,24 +1352,13 @@ void ds_emu_forget_blockstep(struct task_struct *child)
 static void ds_emu_fix_tf(const struct ds_emu_insn *in, struct pt_regs *regs,
 			  unsigned long uflags)
 {
-	u16 __user *top = (u16 __user *)regs->sp;
-	u16 pushed;
-
 	switch (in->kind) {
 	case DS_EMU_POPF:
 	case DS_EMU_IRET:
 		regs->flags |= uflags & X86_EFLAGS_TF;
 		break;
 	case DS_EMU_PUSHF:
-		/*
-		 * A PUSHF right after a MOV SS that loaded a stack segment
-		 * with a base: the stack pointer is no linear address.
-		 */
-		if (!ds_emu_flat_stack(regs))
-			break;
-		/* The low word of the pushed flags holds TF in every size. */
-		if (!get_user(pushed, top) && pushed & X86_EFLAGS_TF)
-			put_user(pushed & ~X86_EFLAGS_TF, top);
+		ds_emu_clear_pushed_tf(regs);
 		break;
 	default:
 		break;
@@ -883,7 +1375,7 @@ static void ds_emu_record(unsigned long from, unsigned long to)
 
 /* What ds_emu_step() knows of the instruction that completed. */
 enum ds_emu_outcome {
-	DS_EMU_UNKNOWN,		/* no valid IP, or the bytes did not decode */
+	DS_EMU_UNKNOWN,		/* no valid IP, or no decode matched */
 	DS_EMU_NOT_TAKEN,	/* not a branch, or a branch not taken */
 	DS_EMU_TAKEN,		/* a taken branch */
 };
@@ -897,11 +1389,19 @@ static enum ds_emu_outcome ds_emu_step(struct ds_emu_task *st,
 				       unsigned long uflags, bool forced,
 				       bool record)
 {
-	unsigned long from = st->ip, to = regs->ip;
+	struct ds_emu_after a = {
+		.from	= st->ip,
+		.to	= regs->ip,
+		.sp0	= st->sp,
+		.sp	= regs->sp,
+		.flags	= uflags,
+		.cx	= regs->cx,
+		.mode64	= st->mode64,
+	};
+	unsigned long mode = ds_emu_mode_mask(st->mode64);
 	const struct ds_emu_insn *in;
 
-	/* Decoded before it ran: it may have overwritten its own bytes. */
-	in = st->next_valid ? &st->next : ds_emu_lookup(st, from, st->mode64);
+	in = ds_emu_what_ran(st, st->next_valid ? &st->next : NULL, &a);
 	/*
 	 * MOV SS and POP SS hold the single-step trap back until after the
 	 * next instruction: that is the one that completed, and whose branch
@@ -909,18 +1409,22 @@ static enum ds_emu_outcome ds_emu_step(struct ds_emu_task *st,
 	 * promises the delay only for the first of several SS loads) is the
 	 * MOV SS's own.
 	 */
-	if (in && in->kind == DS_EMU_SS && to != from + in->len) {
-		from += in->len;
-		in = ds_emu_lookup(st, from, st->mode64);
+	if (in && in->kind == DS_EMU_SS && a.to != ((a.from + in->len) & mode)) {
+		a.from = (a.from + in->len) & mode;
+		a.sp0 = (a.sp0 + in->slot) & mode;
+		in = ds_emu_what_ran(st, NULL, &a);
 	}
-	if (!in)
+	if (!in) {
+		if (forced && ds_emu_pushed_flags(&a))
+			ds_emu_clear_pushed_tf(regs);
 		return DS_EMU_UNKNOWN;
+	}
 	if (forced)
 		ds_emu_fix_tf(in, regs, uflags);
-	if (!ds_emu_taken(in, regs->flags, regs->cx))
+	if (!ds_emu_went(in, &a))
 		return DS_EMU_NOT_TAKEN;
 	if (record)
-		ds_emu_record(from, to);
+		ds_emu_record(a.from, a.to);
 	return DS_EMU_TAKEN;
 }
 
@@ -1053,6 +1557,8 @@ static int __init ds_emu_init(void)
 		pr_info("emulated BTS backend off (ds.emulation=0)\n");
 		return 0;
 	}
+	ds_emu_amd = boot_cpu_data.x86_vendor == X86_VENDOR_AMD ||
+		     boot_cpu_data.x86_vendor == X86_VENDOR_HYGON;
 	err = ds_register_backend(&ds_emu_backend);
 	if (err)
 		pr_warn("cannot register the emulated BTS backend: %d\n", err);

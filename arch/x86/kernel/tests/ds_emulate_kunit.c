@@ -24,6 +24,7 @@
  * @name:   for the log
  * @bytes:  the instruction, padded with int3
  * @mode64: decode in 64-bit mode
+ * @amd:    decode as an AMD CPU runs it
  * @len:    expected length
  * @kind:   expected enum ds_emu_kind
  * @flags:  flags after the instruction
@@ -34,6 +35,7 @@ struct ds_emu_test_case {
 	const char	*name;
 	u8		bytes[MAX_INSN_SIZE];
 	bool		mode64;
+	bool		amd;
 	u8		len;
 	u8		kind;
 	unsigned long	flags;
@@ -45,6 +47,12 @@ struct ds_emu_test_case {
 	{ .name = _name, .bytes = { __VA_ARGS__ }, .mode64 = _m64,	\
 	  .len = _len, .kind = _kind, .flags = _flags, .cx = _cx,	\
 	  .taken = _taken }
+
+/* The same, decoded as an AMD CPU runs it. */
+#define DS_EMU_T_AMD(_name, _m64, _len, _kind, _flags, _cx, _taken, ...) \
+	{ .name = _name, .bytes = { __VA_ARGS__ }, .mode64 = _m64,	\
+	  .amd = true, .len = _len, .kind = _kind, .flags = _flags,	\
+	  .cx = _cx, .taken = _taken }
 
 static const struct ds_emu_test_case ds_emu_test_cases[] = {
 	/* jcc rel8 against each flag, taken and not taken */
@@ -257,6 +265,48 @@ static const struct ds_emu_test_case ds_emu_test_cases[] = {
 		 0x17),
 	DS_EMU_T("mov %eax,%ds has no shadow", false, 2, DS_EMU_OTHER,
 		 DS_EMU_TEST_NONE, 0, false, 0x8e, 0xd8),
+	/*
+	 * REX2 (APX): map 1 opcodes are not one-byte opcodes, and JMPABS is
+	 * a jump. All but JMPABS are #UD before APX; the lengths are the
+	 * decoder's.
+	 */
+	DS_EMU_T("REX2 setl is not pushf", true, 4, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0xd5, 0x80, 0x9c, 0xc0),
+	DS_EMU_T("REX2 setge is not popf", true, 4, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0xd5, 0x80, 0x9d, 0xc0),
+	DS_EMU_T("REX2 bswap is not iret", true, 3, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0xd5, 0x80, 0xcf),
+	DS_EMU_T("REX2 movnti is not ret", true, 4, DS_EMU_OTHER,
+		 DS_EMU_TEST_NONE, 0, false, 0xd5, 0x80, 0xc3, 0x07),
+	DS_EMU_T("REX2 jmpabs", true, 11, DS_EMU_JUMP, DS_EMU_TEST_NONE, 0,
+		 true, 0xd5, 0x00, 0xa1, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00,
+		 0x00, 0x00),
+	/*
+	 * 0x66 before a near branch in 64-bit mode: Intel ignores it, AMD
+	 * takes a rel16 (and truncates the IP). In 32-bit code both do.
+	 */
+	DS_EMU_T("66 call rel32 (Intel)", true, 6, DS_EMU_JUMP,
+		 DS_EMU_TEST_NONE, 0, true, 0x66, 0xe8, 0x00, 0x01, 0x00,
+		 0x00),
+	DS_EMU_T_AMD("66 call rel16 (AMD)", true, 4, DS_EMU_JUMP,
+		     DS_EMU_TEST_NONE, 0, true, 0x66, 0xe8, 0x00, 0x01, 0x00,
+		     0x00),
+	DS_EMU_T("66 jmp rel32 (Intel)", true, 6, DS_EMU_JUMP,
+		 DS_EMU_TEST_NONE, 0, true, 0x66, 0xe9, 0x00, 0x01, 0x00,
+		 0x00),
+	DS_EMU_T_AMD("66 jmp rel16 (AMD)", true, 4, DS_EMU_JUMP,
+		     DS_EMU_TEST_NONE, 0, true, 0x66, 0xe9, 0x00, 0x01, 0x00,
+		     0x00),
+	DS_EMU_T("66 jz rel32 (Intel)", true, 7, DS_EMU_JCC, X86_EFLAGS_ZF,
+		 0, true, 0x66, 0x0f, 0x84, 0x00, 0x01, 0x00, 0x00),
+	DS_EMU_T_AMD("66 jz rel16 (AMD)", true, 5, DS_EMU_JCC, X86_EFLAGS_ZF,
+		     0, true, 0x66, 0x0f, 0x84, 0x00, 0x01, 0x00, 0x00),
+	DS_EMU_T_AMD("66 REX.W call rel32 (AMD)", true, 7, DS_EMU_JUMP,
+		     DS_EMU_TEST_NONE, 0, true, 0x66, 0x48, 0xe8, 0x00, 0x01,
+		     0x00, 0x00),
+	DS_EMU_T_AMD("66 call rel16 in 32-bit code (AMD)", false, 4,
+		     DS_EMU_JUMP, DS_EMU_TEST_NONE, 0, true, 0x66, 0xe8, 0x00,
+		     0x01),
 };
 
 static void ds_emu_test_case_desc(const struct ds_emu_test_case *t,
@@ -272,8 +322,8 @@ static void ds_emu_test_classify(struct kunit *test)
 	const struct ds_emu_test_case *t = test->param_value;
 	struct ds_emu_insn in = {};
 
-	KUNIT_ASSERT_EQ(test, ds_emu_classify(t->bytes, sizeof(t->bytes),
-					      t->mode64, &in), 0);
+	KUNIT_ASSERT_EQ(test, __ds_emu_classify(t->bytes, sizeof(t->bytes),
+						t->mode64, t->amd, &in), 0);
 	KUNIT_EXPECT_EQ(test, in.len, t->len);
 	KUNIT_EXPECT_EQ(test, in.kind, t->kind);
 	KUNIT_EXPECT_EQ(test, ds_emu_taken(&in, t->flags, t->cx), t->taken);
@@ -574,6 +624,141 @@ static void ds_emu_test_block_trap(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, st->blockstep, t->held);
 }
 
+/* The flags a forced step leaves: ours TF, the program's IF and ZF. */
+#define DS_EMU_TEST_FLAGS	(X86_EFLAGS_FIXED | X86_EFLAGS_IF | \
+				 X86_EFLAGS_ZF | X86_EFLAGS_TF)
+/* A word with TF's bit that no PUSHF stores: bit 1 (FIXED) clear. */
+#define DS_EMU_TEST_MARK	(0x5a00UL | X86_EFLAGS_TF)
+
+/**
+ * struct ds_emu_test_ran - a forced step whose code changed as it ran
+ * @name:	for the log
+ * @early:	the bytes decoded before the instruction ran, none if empty
+ * @now:	the bytes there when the trap comes
+ * @ran:	the length of what the CPU ran: the IP moves by it
+ * @pushed:	the CPU pushed the flags (PUSHF) or popped a slot (-1: POPF)
+ * @popped_tf:	the TF in the flags POPF loaded
+ * @mark:	expected word at the marked slot below the old stack pointer
+ * @tf:		expected TF in the flags the task returns with
+ */
+struct ds_emu_test_ran {
+	const char	*name;
+	u8		early[4];
+	u8		now[4];
+	u8		ran;
+	s8		pushed;
+	bool		popped_tf;
+	unsigned long	mark;
+	bool		tf;
+};
+
+static const struct ds_emu_test_ran ds_emu_test_rans[] = {
+	{ "pushf decoded, nop ran: the data is the program's",
+	  { 0x9c }, { 0x90 }, 1, 0, false, DS_EMU_TEST_MARK, false },
+	{ "nop decoded, pushf ran and is there: pushed TF cleared",
+	  { 0x90 }, { 0x9c }, 1, 1, false,
+	  (u16)DS_EMU_TEST_FLAGS & ~X86_EFLAGS_TF, false },
+	{ "nop decoded and there, pushf ran: pushed TF cleared",
+	  { 0x90 }, { 0x90 }, 1, 1, false,
+	  (u16)DS_EMU_TEST_FLAGS & ~X86_EFLAGS_TF, false },
+	{ "pushf decoded and there, push ran: its value kept",
+	  { 0x9c }, { 0x9c }, 1, 2, false, DS_EMU_TEST_MARK, false },
+	{ "popf decoded, nop ran: our TF is not the program's",
+	  { 0x9d }, { 0x90 }, 1, 0, false, DS_EMU_TEST_MARK, false },
+	{ "popf decoded, 3-byte mov ran: our TF is not the program's",
+	  { 0x9d }, { 0x8b, 0x2c, 0x24 }, 3, 0, false, DS_EMU_TEST_MARK,
+	  false },
+	{ "nop decoded, popf ran and is there: the program's TF",
+	  { 0x90 }, { 0x9d }, 1, -1, true, DS_EMU_TEST_MARK, true },
+	{ "popf decoded and ran, its TF clear",
+	  { 0x9d }, { 0x9d }, 1, -1, false, DS_EMU_TEST_MARK, false },
+	{ "nothing decoded, pushf ran: pushed TF cleared",
+	  { }, { 0x9c }, 1, 1, false,
+	  (u16)DS_EMU_TEST_FLAGS & ~X86_EFLAGS_TF, false },
+};
+
+static void ds_emu_test_ran_desc(const struct ds_emu_test_ran *t, char *desc)
+{
+	strscpy(desc, t->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(ds_emu_ran, ds_emu_test_rans, ds_emu_test_ran_desc);
+
+static void ds_emu_test_put(struct kunit *test, unsigned long addr,
+			    unsigned long word)
+{
+	ds_emu_test_poke(test, addr, (const u8 *)&word, sizeof(word));
+}
+
+static unsigned long ds_emu_test_get(struct kunit *test, unsigned long addr)
+{
+	unsigned long word;
+
+	KUNIT_ASSERT_EQ(test, copy_from_user(&word, (void __user *)addr,
+					     sizeof(word)), 0);
+	return word;
+}
+
+/*
+ * ds_emu_step() on real user memory after a forced step whose code another
+ * thread rewrote around it: the TF corrections act on what the CPU shows
+ * it ran, never on a decode of bytes it did not run. The slot below the
+ * stack pointer is what a push writes, the one at it what POPF loads and
+ * what a PUSHF correction of an unmoved stack would spoil. @pushed 2 is a
+ * push of the mark, as PUSH imm would store it.
+ */
+static void ds_emu_test_ran(struct kunit *test)
+{
+	const struct ds_emu_test_ran *t = test->param_value;
+	unsigned long uflags = DS_EMU_TEST_FLAGS, page, sp0, below, top;
+	struct pt_regs regs = {};
+	struct ds_emu_task *st;
+
+	st = kunit_kzalloc(test, sizeof(*st), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, st);
+	page = ds_emu_test_user_page(test);
+	sp0 = page + PAGE_SIZE / 2;
+	below = sp0 - sizeof(long);
+	top = t->pushed < 0 ? X86_EFLAGS_FIXED | X86_EFLAGS_IF |
+			      X86_EFLAGS_ZF |
+			      (t->popped_tf ? X86_EFLAGS_TF : 0) :
+			      DS_EMU_TEST_MARK;
+	ds_emu_test_poke(test, page, t->now, sizeof(t->now));
+	ds_emu_test_put(test, below, DS_EMU_TEST_MARK);
+	ds_emu_test_put(test, sp0, top);
+
+	st->ip = page;
+	st->sp = sp0;
+	st->mode64 = true;
+	st->ip_valid = true;
+	if (t->early[0]) {
+		KUNIT_ASSERT_EQ(test, ds_emu_classify(t->early,
+						      sizeof(t->early), true,
+						      &st->next), 0);
+		st->next.ip = page;
+		st->next_valid = true;
+	}
+	regs.ip = page + t->ran;
+	regs.sp = sp0;
+	regs.cs = __USER_CS;
+	regs.ss = __USER_DS;
+	if (t->pushed > 0) {
+		regs.sp = below;
+		ds_emu_test_put(test, below, t->pushed == 1 ? (u16)uflags :
+							     DS_EMU_TEST_MARK);
+	} else if (t->pushed < 0) {
+		regs.sp = sp0 + sizeof(long);
+		if (!t->popped_tf)
+			uflags &= ~X86_EFLAGS_TF;
+	}
+	/* The entry code hid the TF the CPU left. */
+	regs.flags = uflags & ~X86_EFLAGS_TF;
+	ds_emu_step(st, &regs, uflags, true, false);
+	KUNIT_EXPECT_EQ(test, ds_emu_test_get(test, below), t->mark);
+	KUNIT_EXPECT_EQ(test, ds_emu_test_get(test, sp0), top);
+	KUNIT_EXPECT_EQ(test, !!(regs.flags & X86_EFLAGS_TF), t->tf);
+}
+
 #ifdef CONFIG_PERF_EVENTS
 /*
  * perf's register samples of an NMI that interrupted user mode: the entry
@@ -613,6 +798,7 @@ static struct kunit_case ds_emu_test_cases_list[] = {
 	KUNIT_CASE(ds_emu_test_cond_sdm),
 	KUNIT_CASE(ds_emu_test_cache),
 	KUNIT_CASE_PARAM(ds_emu_test_block_trap, ds_emu_block_gen_params),
+	KUNIT_CASE_PARAM(ds_emu_test_ran, ds_emu_ran_gen_params),
 #ifdef CONFIG_PERF_EVENTS
 	KUNIT_CASE(ds_emu_test_perf_flags),
 #endif
