@@ -22,6 +22,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <setjmp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -33,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -47,6 +50,7 @@
 #include <sys/wait.h>
 #include <linux/capability.h>
 #include <linux/elf.h>
+#include <linux/userfaultfd.h>
 #ifndef __x86_64__
 #include <asm/ldt.h>
 #endif
@@ -1952,6 +1956,133 @@ TEST_F(bts, exec_only_code)
 	check_records(_metadata, rec, n, exp, ARRAY_SIZE(exp));
 }
 #endif
+
+/* ---- pages the CPU refuses to fetch from ---- */
+
+/* Exit statuses of nofetch_routine. */
+#define NOFETCH_RAN		93	/* the page ran: it should not have */
+#define NOFETCH_NO_SEGV		94
+#define NOFETCH_RESIDENT	95	/* the page is mapped now */
+#define NOFETCH_EVENT		96	/* userfaultfd reported a fault */
+#define NOFETCH_NO_UFFD		97
+
+static sigjmp_buf nofetch_env;
+static int nofetch_events;
+
+static void nofetch_segv(int sig)
+{
+	siglongjmp(nofetch_env, 1);
+}
+
+/* The userfaultfd monitor: counts faults, and serves each with zeros. */
+static void *nofetch_monitor(void *arg)
+{
+	int uffd = (long)arg;
+	struct pollfd pfd = { .fd = uffd, .events = POLLIN };
+	struct uffdio_zeropage zp = { .range.len = getpagesize() };
+	struct uffd_msg msg;
+
+	while (poll(&pfd, 1, 500) > 0) {
+		if (read(uffd, &msg, sizeof(msg)) != sizeof(msg) ||
+		    msg.event != UFFD_EVENT_PAGEFAULT)
+			continue;
+		__atomic_add_fetch(&nofetch_events, 1, __ATOMIC_SEQ_CST);
+		zp.range.start = msg.arg.pagefault.address &
+				 ~(unsigned long long)(getpagesize() - 1);
+		ioctl(uffd, UFFDIO_ZEROPAGE, &zp);
+	}
+	return NULL;
+}
+
+/*
+ * Jump into an untouched page the program may read but not execute, and
+ * come back through the SIGSEGV: the CPU's fetch faults before it maps the
+ * page. With @arg, the page is registered with userfaultfd and a monitor
+ * thread counts the faults it is shown. Exits 0 if the page is still
+ * unmapped and nobody saw a fault.
+ */
+static void nofetch_routine(unsigned long with_uffd)
+{
+	long page_size = getpagesize();
+	pthread_t monitor;
+	unsigned char vec;
+	void *page;
+	int uffd;
+
+	page = mmap(NULL, page_size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+		    -1, 0);
+	if (page == MAP_FAILED)
+		_exit(NOFETCH_NO_UFFD);
+	if (with_uffd) {
+		struct uffdio_api api = { .api = UFFD_API };
+		struct uffdio_register reg = {
+			.range = { .start = (unsigned long)page,
+				   .len = page_size },
+			.mode = UFFDIO_REGISTER_MODE_MISSING,
+		};
+
+		uffd = syscall(__NR_userfaultfd, O_CLOEXEC);
+		if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api) ||
+		    ioctl(uffd, UFFDIO_REGISTER, &reg) ||
+		    pthread_create(&monitor, NULL, nofetch_monitor,
+				   (void *)(long)uffd))
+			_exit(NOFETCH_NO_UFFD);
+	}
+	signal(SIGSEGV, nofetch_segv);
+	if (!sigsetjmp(nofetch_env, 1)) {
+		((void (*)(void))page)();
+		_exit(NOFETCH_RAN);
+	}
+	if (with_uffd)
+		pthread_join(monitor, NULL);
+	if (mincore(page, page_size, &vec))
+		_exit(NOFETCH_NO_SEGV);
+	if (vec & 1)
+		_exit(NOFETCH_RESIDENT);
+	_exit(nofetch_events ? NOFETCH_EVENT : 0);
+}
+
+/* The exit status of nofetch_routine, traced or not. */
+static int nofetch_run(struct __test_metadata *_metadata, pid_t *pid,
+		       bool traced, bool with_uffd)
+{
+	int status, sig = 0;
+
+	*pid = spawn(_metadata, nofetch_routine, with_uffd, 0);
+	if (traced)
+		EXPECT_EQ(0, bts_config(_metadata, *pid, 4096 * BTS_REC,
+					BTS_TRACE_ALLOC, 0));
+	for (;;) {
+		EXPECT_EQ(0, sys_ptrace(PTRACE_CONT, *pid, NULL, sig));
+		EXPECT_EQ(*pid, waitpid(*pid, &status, __WALL));
+		if (!WIFSTOPPED(status))
+			break;
+		sig = WSTOPSIG(status);
+	}
+	*pid = 0;
+	EXPECT_TRUE(WIFEXITED(status)) {
+		TH_LOG("status %#x", status);
+	}
+	return WEXITSTATUS(status);
+}
+
+/*
+ * The emulated backend decodes ahead, at each trap, the instruction the
+ * task returns to. A jump into a page the CPU will not execute from must
+ * not get that page mapped by the trace (mincore() shows it), nor show a
+ * userfaultfd monitor a fault the untraced program never causes.
+ */
+TEST_F(bts, nofetch_page_untouched)
+{
+	EXPECT_EQ(0, nofetch_run(_metadata, &self->pid, false, false));
+	EXPECT_EQ(0, nofetch_run(_metadata, &self->pid, true, false));
+}
+
+TEST_F(bts, nofetch_page_userfaultfd)
+{
+	EXPECT_EQ(0, nofetch_run(_metadata, &self->pid, false, true));
+	EXPECT_EQ(0, nofetch_run(_metadata, &self->pid, true, true));
+}
 
 /* ---- uprobes ---- */
 
