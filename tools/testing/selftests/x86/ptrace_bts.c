@@ -23,7 +23,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
-#include <setjmp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -1957,22 +1956,15 @@ TEST_F(bts, exec_only_code)
 }
 #endif
 
-/* ---- pages the CPU refuses to fetch from ---- */
+/* ---- pages the program never runs ---- */
 
 /* Exit statuses of nofetch_routine. */
-#define NOFETCH_RAN		93	/* the page ran: it should not have */
-#define NOFETCH_NO_SEGV		94
 #define NOFETCH_RESIDENT	95	/* the page is mapped now */
 #define NOFETCH_EVENT		96	/* userfaultfd reported a fault */
 #define NOFETCH_NO_UFFD		97
+#define NOFETCH_NO_MINCORE	98
 
-static sigjmp_buf nofetch_env;
 static int nofetch_events;
-
-static void nofetch_segv(int sig)
-{
-	siglongjmp(nofetch_env, 1);
-}
 
 /* The userfaultfd monitor: counts faults, and serves each with zeros. */
 static void *nofetch_monitor(void *arg)
@@ -1995,11 +1987,11 @@ static void *nofetch_monitor(void *arg)
 }
 
 /*
- * Jump into an untouched page the program may read but not execute, and
- * come back through the SIGSEGV: the CPU's fetch faults before it maps the
- * page. With @arg, the page is registered with userfaultfd and a monitor
- * thread counts the faults it is shown. Exits 0 if the page is still
- * unmapped and nobody saw a fault.
+ * Stop at an int3 right before a jump into an untouched code page, for the
+ * tracer to single-step the jump and move the IP elsewhere: the program
+ * never fetches from the page. With @with_uffd, the page is registered with
+ * userfaultfd and a monitor thread counts the faults it is shown. Exits 0
+ * if the page is still unmapped and nobody saw a fault.
  */
 static void nofetch_routine(unsigned long with_uffd)
 {
@@ -2009,10 +2001,10 @@ static void nofetch_routine(unsigned long with_uffd)
 	void *page;
 	int uffd;
 
-	page = mmap(NULL, page_size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
-		    -1, 0);
+	page = mmap(NULL, page_size, PROT_READ | PROT_EXEC,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (page == MAP_FAILED)
-		_exit(NOFETCH_NO_UFFD);
+		_exit(NOFETCH_NO_MINCORE);
 	if (with_uffd) {
 		struct uffdio_api api = { .api = UFFD_API };
 		struct uffdio_register reg = {
@@ -2028,37 +2020,47 @@ static void nofetch_routine(unsigned long with_uffd)
 				   (void *)(long)uffd))
 			_exit(NOFETCH_NO_UFFD);
 	}
-	signal(SIGSEGV, nofetch_segv);
-	if (!sigsetjmp(nofetch_env, 1)) {
-		((void (*)(void))page)();
-		_exit(NOFETCH_RAN);
-	}
+	nofetch_jump(page);
 	if (with_uffd)
 		pthread_join(monitor, NULL);
 	if (mincore(page, page_size, &vec))
-		_exit(NOFETCH_NO_SEGV);
+		_exit(NOFETCH_NO_MINCORE);
 	if (vec & 1)
 		_exit(NOFETCH_RESIDENT);
 	_exit(nofetch_events ? NOFETCH_EVENT : 0);
 }
 
-/* The exit status of nofetch_routine, traced or not. */
+/*
+ * Single-step the jump, as a debugger does, and take the IP from the
+ * page's first byte to nofetch_jump's end; the exit status of
+ * nofetch_routine, traced or not.
+ */
 static int nofetch_run(struct __test_metadata *_metadata, pid_t *pid,
 		       bool traced, bool with_uffd)
 {
-	int status, sig = 0;
+	struct user_regs_struct regs;
+	int status = 0;
 
 	*pid = spawn(_metadata, nofetch_routine, with_uffd, 0);
 	if (traced)
-		EXPECT_EQ(0, bts_config(_metadata, *pid, 4096 * BTS_REC,
+		EXPECT_EQ(0, bts_config(_metadata, *pid, 64 * BTS_REC,
 					BTS_TRACE_ALLOC, 0));
-	for (;;) {
-		EXPECT_EQ(0, sys_ptrace(PTRACE_CONT, *pid, NULL, sig));
-		EXPECT_EQ(*pid, waitpid(*pid, &status, __WALL));
-		if (!WIFSTOPPED(status))
-			break;
-		sig = WSTOPSIG(status);
-	}
+	cont_to(_metadata, *pid, 0, nofetch_jmp);
+	EXPECT_EQ(0, sys_ptrace(PTRACE_SINGLESTEP, *pid, NULL, 0));
+	EXPECT_EQ(*pid, waitpid(*pid, &status, __WALL));
+	EXPECT_TRUE(WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP);
+	EXPECT_EQ(0, sys_ptrace(PTRACE_GETREGS, *pid, NULL,
+				(unsigned long)&regs));
+	EXPECT_NE((unsigned long)nofetch_e, get_ip(_metadata, *pid));
+#ifdef __x86_64__
+	regs.rip = (unsigned long)nofetch_e;
+#else
+	regs.eip = (unsigned long)nofetch_e;
+#endif
+	EXPECT_EQ(0, sys_ptrace(PTRACE_SETREGS, *pid, NULL,
+				(unsigned long)&regs));
+	EXPECT_EQ(0, sys_ptrace(PTRACE_CONT, *pid, NULL, 0));
+	EXPECT_EQ(*pid, waitpid(*pid, &status, __WALL));
 	*pid = 0;
 	EXPECT_TRUE(WIFEXITED(status)) {
 		TH_LOG("status %#x", status);
@@ -2068,9 +2070,10 @@ static int nofetch_run(struct __test_metadata *_metadata, pid_t *pid,
 
 /*
  * The emulated backend decodes ahead, at each trap, the instruction the
- * task returns to. A jump into a page the CPU will not execute from must
- * not get that page mapped by the trace (mincore() shows it), nor show a
- * userfaultfd monitor a fault the untraced program never causes.
+ * task returns to. Where the task never gets there (a debugger moves it
+ * on, a signal takes it elsewhere), that read must not have mapped the
+ * page (mincore() shows it) nor shown a userfaultfd monitor a fault, nor
+ * left the thread waiting for one inside the trap.
  */
 TEST_F(bts, nofetch_page_untouched)
 {

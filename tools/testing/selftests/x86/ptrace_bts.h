@@ -55,6 +55,7 @@ extern const char uprobe_s[], uprobe_e[], uprobe_f0[], uprobe_t0[],
 		  uprobe_n0[], uprobe_f1[], uprobe_t1[], uprobe_f2[],
 		  uprobe_r2[], uprobe_f3[], uprobe_t3[], uprobe_fn[],
 		  uprobe_f4[];
+extern const char nofetch_jmp[], nofetch_e[];
 
 void bts_jmp(void);
 void bts_jcc(void);
@@ -77,6 +78,7 @@ void bts_r11(void);
 void bts_syscall_r11(void);
 void bts_movss(void);
 void bts_uprobe(void);
+void nofetch_jump(void *page);
 void bts_ldt_ss(unsigned int sel, unsigned long esp);
 void bts_sleep(void);
 

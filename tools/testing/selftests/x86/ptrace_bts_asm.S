@@ -694,6 +694,24 @@ L(uprobe_fn)
 L(uprobe_f4)
 	ret
 
+/*
+ * A jump to the page in the first argument, after an int3: the tracer
+ * single-steps the jump and moves the IP on to nofetch_e, so the page is
+ * never fetched from.
+ */
+FUNC(nofetch_jump)
+#ifdef __x86_64__
+	mov	%rdi, %rax
+#else
+	mov	4(%esp), %eax
+#endif
+	int3
+L(nofetch_jmp)
+	jmp	*AX
+	ud2
+L(nofetch_e)
+	ret
+
 #ifdef __x86_64__
 /*
  * R11 holding what the flags would be with TF set, while the emulated

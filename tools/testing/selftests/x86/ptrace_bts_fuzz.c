@@ -1945,18 +1945,27 @@ static void xm_pin(pid_t tid, int cpu)
 	sched_setaffinity(tid, sizeof(set), &set);
 }
 
-/* Store the two forms in turn, as fast as the CPU takes them. */
+/*
+ * Store one of the two forms at random, at random short intervals: under
+ * TCG, strict turns at full speed can fall into step with the retranslation
+ * of the traced thread's code and show it one form only.
+ */
 static void *xm_rewriter(void *arg)
 {
 	uint16_t *site = (uint16_t *)(XM_ALIAS + XM_SITE_OFF);
+	uint64_t rng = 0x9e3779b97f4a7c15ULL;
+	unsigned long n = 0, spin;
 	uint16_t forms[2];
-	unsigned long n = 0;
 
 	memcpy(&forms[0], xm_form->site, sizeof(forms[0]));
 	memcpy(&forms[1], xm_form->alt, sizeof(forms[1]));
 	xm_pin(0, 1);
-	while (!__atomic_load_n(&xm_res->stop, __ATOMIC_RELAXED))
-		__atomic_store_n(site, forms[++n & 1], __ATOMIC_RELAXED);
+	while (!__atomic_load_n(&xm_res->stop, __ATOMIC_RELAXED)) {
+		rng = fz_mix(rng, n++);
+		__atomic_store_n(site, forms[rng & 1], __ATOMIC_RELAXED);
+		for (spin = (rng >> 8) & 63; spin; spin--)
+			__builtin_ia32_pause();
+	}
 	xm_res->rewrites = n;
 	return NULL;
 }
