@@ -469,6 +469,18 @@ static int policy_expect(const struct bts_machine *m, int level, int cap,
 
 static const char *const backend_names[] = { "ANY", "HARDWARE", "EMULATED" };
 
+static const char *cap_name(int cap)
+{
+	switch (cap) {
+	case CAP_PERFMON:
+		return "CAP_PERFMON";
+	case CAP_SYS_ADMIN:
+		return "CAP_SYS_ADMIN";
+	default:
+		return "no capability";
+	}
+}
+
 FIXTURE(bts_policy) {
 	struct bts_machine machine;
 	int saved_paranoid;
@@ -519,26 +531,26 @@ static void policy_check(struct __test_metadata *_metadata,
 	struct policy_result res;
 
 	ASSERT_TRUE(policy_run(cap, backend, &res)) {
-		TH_LOG("the tracer (cap %d) did not report", cap);
+		TH_LOG("the tracer (%s) did not report", cap_name(cap));
 	}
 	if (want < 0) {
 		EXPECT_EQ(-1, res.ret);
 		EXPECT_EQ(-want, res.err) {
-			TH_LOG("paranoid %d, cap %d, %s%s: CONFIG gave %ld (%s), want %s",
-			       level, cap, backend_names[backend],
+			TH_LOG("paranoid %d, %s, %s%s: CONFIG gave %ld (%s), want %s",
+			       level, cap_name(cap), backend_names[backend],
 			       forced ? ", forced emulation" : "", res.ret,
 			       strerror(res.err), strerror(-want));
 		}
 		return;
 	}
 	EXPECT_EQ(0, res.ret) {
-		TH_LOG("paranoid %d, cap %d, %s%s: CONFIG: %s, want backend %d",
-		       level, cap, backend_names[backend],
+		TH_LOG("paranoid %d, %s, %s%s: CONFIG: %s, want backend %d",
+		       level, cap_name(cap), backend_names[backend],
 		       forced ? ", forced emulation" : "", strerror(res.err), want);
 	}
 	EXPECT_EQ((__u32)want, res.backend) {
-		TH_LOG("paranoid %d, cap %d, %s%s: STATUS says backend %u",
-		       level, cap, backend_names[backend],
+		TH_LOG("paranoid %d, %s, %s%s: STATUS says backend %u",
+		       level, cap_name(cap), backend_names[backend],
 		       forced ? ", forced emulation" : "", res.backend);
 	}
 }
