@@ -14,7 +14,7 @@
  * Which of the three a kernel must give depends on its configuration and
  * the machine, which user space cannot read reliably (no /proc/config.gz in
  * a minimal kernel), so whoever boots the kernel says it: PTRACE_BTS_ERRNO
- * is EIO, EOPNOTSUPP or EBUSY. Without it the test skips.
+ * is EIO, EOPNOTSUPP or EBUSY. Without it these cases skip.
  *
  * Then the errors of a tracer that may not have what it asks for, on every
  * kernel and machine: bts_policy, perf's access policy for the hardware
@@ -580,15 +580,18 @@ TEST_F(bts_policy, matrix)
 
 /* ---- the dumpable rule at every read ---- */
 
-static volatile unsigned int dumpable_sink;
+static unsigned int dumpable_sink;
 
-/* Branches to record: a counted loop. */
+/* Branches to record: a counted loop the compiler keeps. */
 static void dumpable_loop(void)
 {
-	unsigned int i;
+	unsigned int i, sum = 0;
 
-	for (i = 0; i < 32; i++)
-		dumpable_sink += i;
+	for (i = 0; i < 32; i++) {
+		sum += i;
+		asm volatile("" : "+r" (sum));
+	}
+	dumpable_sink = sum;
 }
 
 /*
@@ -608,10 +611,12 @@ static void dumpable_body(void)
 }
 
 #define TRACER_CHECK(cond, step, fmt, ...) do {			\
+	int __step = (step);						\
+									\
 	if (!(cond)) {							\
-		ksft_print_msg("tracer step %d: " fmt "\n", step,	\
+		ksft_print_msg("tracer step %d: " fmt "\n", __step,	\
 			       ##__VA_ARGS__);				\
-		_exit(step);						\
+		_exit(__step);						\
 	}								\
 } while (0)
 
