@@ -613,6 +613,14 @@ int ds_pebs_format(void)
 }
 EXPORT_SYMBOL_GPL(ds_pebs_format);
 
+bool ds_hw_present(enum ds_kind kind)
+{
+	if (kind == DS_BTS)
+		return ds_caps.bts;
+	return kind == DS_PEBS && ds_caps.pebs;
+}
+EXPORT_SYMBOL_GPL(ds_hw_present);
+
 /* --- the trace buffer --- */
 
 static bool ds_recording(const struct ds_tracer *tracer)

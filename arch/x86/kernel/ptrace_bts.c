@@ -29,6 +29,7 @@
 #include <linux/errno.h>
 #include <linux/init.h>
 #include <linux/minmax.h>
+#include <linux/perf_event.h>
 #include <linux/pid_namespace.h>
 #include <linux/ptrace.h>
 #include <linux/sched.h>
@@ -36,6 +37,7 @@
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/task.h>
+#include <linux/security.h>
 #include <linux/signal.h>
 #include <linux/slab.h>
 #include <linux/time_namespace.h>
@@ -68,11 +70,14 @@
  * @flags:	  PTRACE_BTS_O_* state flags
  * @signal:	  the overflow signal, with %PTRACE_BTS_O_SIGNAL
  * @backend:	  %PTRACE_BTS_BACKEND_HARDWARE or %PTRACE_BTS_BACKEND_EMULATED
+ * @mm:		  the tracee's image at the allocation (grabbed), whose
+ *		  dumpable state stays readable after the tracee leaves it
  * @release_work: deferred release after __ptrace_unlink()
  */
 struct ptrace_bts {
 	struct ds_tracer	*tracer;
 	struct task_struct	*task;
+	struct mm_struct	*mm;
 	u32			flags;
 	u32			signal;
 	u32			backend;
@@ -103,6 +108,7 @@ static void ptrace_bts_free(struct ptrace_bts *pb)
 {
 	/* Waits for a queued overflow notification. */
 	ds_release(pb->tracer);
+	mmdrop(pb->mm);
 	put_task_struct(pb->task);
 	kfree(pb);
 }
@@ -191,18 +197,85 @@ static void ptrace_bts_ds_config(struct ptrace_bts *pb,
 		dcfg->notify = ptrace_bts_overflow;
 		dcfg->cookie = pb;
 	}
-	switch (cfg->backend) {
-	case PTRACE_BTS_BACKEND_HARDWARE:
-		/* An explicit request beats ds.force_emulation. */
-		dcfg->backend = DS_BACKEND_HARDWARE;
-		break;
+}
+
+/*
+ * Would perf give the tracer BTS on @child? The same trace as a perf event
+ * is the user-mode branch-instructions event with a period of 1 on @child,
+ * which perf's Intel driver runs on BTS (a task's trace never has kernel
+ * branches). perf_event_open() asks of it, in this order: a paranoid level
+ * above 2 wants CAP_SYS_ADMIN (perf_paranoid_any()), the LSM hook of an
+ * open, and CAP_PERFMON or PTRACE_MODE_READ_REALCREDS access to the task
+ * (perf_check_permission()). The paranoid levels below 3 restrict only
+ * kernel and CPU-wide events, and this is neither.
+ *
+ * Return: 0 if perf would, -EACCES or the LSM's error if not.
+ */
+static int ptrace_bts_perf_allows(struct task_struct *child)
+{
+	int err;
+
+	if (perf_paranoid_any() && !capable(CAP_SYS_ADMIN))
+		return -EACCES;
+	err = security_perf_event_open(PERF_SECURITY_OPEN);
+	if (err)
+		return err;
+	if (!perfmon_capable() &&
+	    !ptrace_may_access(child, PTRACE_MODE_READ_REALCREDS))
+		return -EACCES;
+	return 0;
+}
+
+/**
+ * ptrace_bts_choose() - the allocator's backend for a PTRACE_BTS_CONFIG
+ * @child:   the tracee
+ * @backend: the request's %PTRACE_BTS_BACKEND_*
+ * @id:	     the backend to ask the allocator for
+ * @refusal: 0, or why the hardware was refused to a request for any
+ *	     backend, the error to give if there is no emulated one either
+ *
+ * The hardware only where perf would give the tracer BTS on @child and
+ * ds.force_emulation is off; a missing BTS comes before a refused one.
+ * Checked here, at the allocation, as perf checks at perf_event_open():
+ * a policy that tightens later leaves running traces alone.
+ *
+ * Return: 0, -EOPNOTSUPP (no BTS for %PTRACE_BTS_BACKEND_HARDWARE), or
+ * -EACCES (or an LSM's error) for a refused %PTRACE_BTS_BACKEND_HARDWARE.
+ */
+static int ptrace_bts_choose(struct task_struct *child, u32 backend,
+			     enum ds_backend_id *id, int *refusal)
+{
+	bool hw = ds_hw_present(DS_BTS);
+	int err;
+
+	*refusal = 0;
+	switch (backend) {
 	case PTRACE_BTS_BACKEND_EMULATED:
-		dcfg->backend = DS_BACKEND_EMULATED;
-		break;
+		*id = DS_BACKEND_EMULATED;
+		return 0;
+	case PTRACE_BTS_BACKEND_HARDWARE:
+		if (!hw)
+			return -EOPNOTSUPP;
+		/* The administrator's choice, for every tracer. */
+		if (ds_emu_forced())
+			return -EACCES;
+		err = ptrace_bts_perf_allows(child);
+		if (err)
+			return err;
+		*id = DS_BACKEND_HARDWARE;
+		return 0;
 	default:
-		dcfg->backend = ds_emu_forced() ? DS_BACKEND_EMULATED :
-						  DS_BACKEND_AUTO;
-		break;
+		*id = DS_BACKEND_AUTO;
+		if (!hw)
+			return 0;
+		if (ds_emu_forced()) {
+			*id = DS_BACKEND_EMULATED;
+			return 0;
+		}
+		*refusal = ptrace_bts_perf_allows(child);
+		if (*refusal)
+			*id = DS_BACKEND_EMULATED;
+		return 0;
 	}
 }
 
@@ -241,40 +314,60 @@ static struct ds_tracer *ptrace_bts_request_ds(struct task_struct *child,
 static int ptrace_bts_alloc(struct task_struct *child,
 			    const struct ptrace_bts_config *cfg)
 {
+	enum ds_backend_id backend;
+	struct mm_struct *mm;
 	struct ds_config dcfg;
 	struct ptrace_bts *pb;
-	int err;
+	int err, refusal;
 
 	if (!cfg->size || cfg->size > DS_MAX_BUFFER_SIZE)
 		return -EINVAL;
 	/* The old records go; so does their charge, before the new one. */
 	ptrace_bts_release(child);
+	err = ptrace_bts_choose(child, cfg->backend, &backend, &refusal);
+	if (err)
+		return err;
+	mm = get_task_mm(child);
+	if (!mm)
+		return -ESRCH;
 
 	pb = kzalloc(sizeof(*pb), GFP_KERNEL);
-	if (!pb)
-		return -ENOMEM;
+	if (!pb) {
+		err = -ENOMEM;
+		goto put_mm;
+	}
 	INIT_WORK(&pb->release_work, ptrace_bts_release_work);
 	pb->flags = cfg->flags & PTRACE_BTS_O_STATE;
 	pb->signal = cfg->flags & PTRACE_BTS_O_SIGNAL ? cfg->signal : 0;
 	pb->task = get_task_struct(child);
+	mmgrab(mm);
+	pb->mm = mm;
 
 	ptrace_bts_ds_config(pb, cfg, &dcfg);
+	dcfg.backend = backend;
 	pb->tracer = ptrace_bts_request_ds(child, &dcfg);
 	if (IS_ERR(pb->tracer)) {
 		err = PTR_ERR(pb->tracer);
-		goto put_task;
+		/* The hardware was refused, and nothing else can trace. */
+		if (err == -EOPNOTSUPP && refusal)
+			err = refusal;
+		goto free_pb;
 	}
 	err = ptrace_bts_backend(pb->tracer, &pb->backend);
 	if (err)
 		goto release_tracer;
 	WRITE_ONCE(child->thread.ptrace_bts, pb);
+	mmput(mm);
 	return 0;
 
 release_tracer:
 	ds_release(pb->tracer);
-put_task:
+free_pb:
+	mmdrop(pb->mm);
 	put_task_struct(pb->task);
 	kfree(pb);
+put_mm:
+	mmput(mm);
 	return err;
 }
 
@@ -316,6 +409,14 @@ static int ptrace_bts_update(struct task_struct *child,
 	return 0;
 }
 
+/* May the tracer of @child see the control flow of the image @mm? */
+static bool ptrace_bts_mm_readable(struct task_struct *child,
+				   struct mm_struct *mm)
+{
+	return get_dumpable(mm) == SUID_DUMP_USER ||
+	       ptracer_capable(child, mm->user_ns);
+}
+
 /*
  * The records show the tracee's control flow: ask what PTRACE_PEEKTEXT
  * asks (ptrace_access_vm()). After an exec of an image its user may not
@@ -329,10 +430,39 @@ static bool ptrace_bts_may_read(struct task_struct *child)
 
 	if (!mm)
 		return false;
-	ok = get_dumpable(mm) == SUID_DUMP_USER ||
-	     ptracer_capable(child, mm->user_ns);
+	ok = ptrace_bts_mm_readable(child, mm);
 	mmput(mm);
 	return ok;
+}
+
+/**
+ * ptrace_bts_check_read() - may the tracer read the records now
+ * @child: the tracee
+ * @pb:	   its trace, or NULL
+ * @geom:  the trace's geometry
+ *
+ * Asked at every request that shows records or their number, as
+ * PTRACE_PEEKTEXT asks at every access: PR_SET_DUMPABLE(0) or a change of
+ * credentials in the middle of a trace stops the reading until the tracee
+ * is dumpable again, records of before included. The image the trace was
+ * allocated on must pass too, as it stood when the tracee left it; it is
+ * the only one asked once the trace stopped at an exec of an image its
+ * user may not read, whose records are all of the images before.
+ *
+ * Return: 0 or -EPERM, as CONFIG for a tracee that is not dumpable.
+ */
+static int ptrace_bts_check_read(struct task_struct *child,
+				 struct ptrace_bts *pb,
+				 const struct ds_geometry *geom)
+{
+	bool ok;
+
+	if (!pb)
+		return 0;
+	ok = ptrace_bts_mm_readable(child, pb->mm);
+	if (ok && !(geom->status & DS_STATUS_DETACHED))
+		ok = ptrace_bts_may_read(child);
+	return ok ? 0 : -EPERM;
 }
 
 static int ptrace_bts_config(struct task_struct *child,
@@ -406,10 +536,13 @@ static long ptrace_bts_status(struct task_struct *child, void __user *ucfg,
 
 static long ptrace_bts_size(struct task_struct *child)
 {
+	struct ptrace_bts *pb = ptrace_bts_get(child);
 	struct ds_geometry geom;
 	int err;
 
-	err = ptrace_bts_geometry(ptrace_bts_get(child), &geom);
+	err = ptrace_bts_geometry(pb, &geom);
+	if (!err)
+		err = ptrace_bts_check_read(child, pb, &geom);
 	return err ?: geom.count;
 }
 
@@ -474,6 +607,8 @@ static long ptrace_bts_get_one(struct task_struct *child,
 	int err;
 
 	err = ptrace_bts_geometry(pb, &geom);
+	if (!err)
+		err = ptrace_bts_check_read(child, pb, &geom);
 	if (err)
 		return err;
 	if (index >= geom.count)
@@ -531,6 +666,8 @@ static long ptrace_bts_drain(struct task_struct *child,
 	int err;
 
 	err = ptrace_bts_geometry(pb, &geom);
+	if (!err)
+		err = ptrace_bts_check_read(child, pb, &geom);
 	if (err || !geom.count)
 		return err;
 	if (len / sizeof(struct bts_struct) < geom.count)

@@ -454,6 +454,16 @@ int ds_record_size(enum ds_kind kind);
 int ds_pebs_format(void);
 
 /**
+ * ds_hw_present() - does the CPU's Debug Store record @kind
+ * @kind: %DS_BTS or %DS_PEBS
+ *
+ * Whether it is free is another matter: a request may still get -EBUSY.
+ *
+ * Return: true if a %DS_BACKEND_HARDWARE request for @kind can be had.
+ */
+bool ds_hw_present(enum ds_kind kind);
+
+/**
  * ds_tracer_recording() - is the tracer recording right now
  * @tracer: the handle
  *
@@ -699,6 +709,11 @@ static inline int ds_record_size(enum ds_kind kind)
 static inline int ds_pebs_format(void)
 {
 	return -EOPNOTSUPP;
+}
+
+static inline bool ds_hw_present(enum ds_kind kind)
+{
+	return false;
 }
 
 static inline bool ds_tracer_recording(const struct ds_tracer *tracer)

@@ -26,9 +26,17 @@
  *	  down to whole records, at least one; 0 is EINVAL) with the backend
  *	  cfg->backend selects; existing records are lost. A backend that
  *	  is missing is EOPNOTSUPP, one that is in use EBUSY.
+ *	  PTRACE_BTS_BACKEND_HARDWARE is EACCES (after EOPNOTSUPP, before
+ *	  EBUSY) where perf would not give the caller the same trace as a
+ *	  perf event (perf_event_paranoid, CAP_SYS_ADMIN, CAP_PERFMON, the
+ *	  perf_event_open security hook), and with ds.force_emulation=1;
+ *	  PTRACE_BTS_BACKEND_ANY then gets the emulated backend, or EACCES
+ *	  where there is none.
  *	  Without it, the existing buffer and backend are kept (EINVAL if
  *	  there is none) and only the flags change; cfg->backend must then
  *	  be PTRACE_BTS_BACKEND_ANY or the backend in use (EINVAL).
+ *	With PTRACE_BTS_O_TRACE, EPERM if the tracee is not dumpable and the
+ *	caller lacks CAP_SYS_PTRACE over it, as for PTRACE_PEEKTEXT.
  * ptrace(PTRACE_BTS_STATUS, pid, struct ptrace_bts_config *cfg, size_t len)
  *	Fill min(len, sizeof(*cfg)) bytes: buffer size in bytes (whole
  *	records; 0 when not configured), the O_TRACE/O_SCHED/O_SIGNAL flags,
@@ -36,7 +44,10 @@
  *	and the backend in use (0 when not configured). Returns the size of
  *	the kernel's struct ptrace_bts_config.
  * ptrace(PTRACE_BTS_SIZE, pid, 0, 0)
- *	Returns the number of records available.
+ *	Returns the number of records available. SIZE, GET and DRAIN ask
+ *	CONFIG's dumpable rule at every request: EPERM while the tracee is
+ *	not dumpable (PR_SET_DUMPABLE 0, a change of credentials), unless
+ *	the caller has CAP_SYS_PTRACE over it.
  * ptrace(PTRACE_BTS_GET, pid, struct bts_struct *rec, unsigned long index)
  *	Copy one record; index 0 is the newest. EINVAL if index >= SIZE.
  *	Returns 0.
