@@ -84,14 +84,17 @@
  * runs what is there when it fetches (the return to user mode is an IRET,
  * which serialises). So no decode is trusted blindly: ds_emu_what_ran()
  * holds the early decode and the bytes there at the trap to what the CPU
- * shows, the IP it went to, the stack pointer it left and, for pushes,
- * pops and IRET, what they moved through the stack (PUSHF's slot holds the
- * flags, POPF's the flags it loaded). One that matches is used, and
+ * shows: the IP it went to (a register's value for a jump through it),
+ * the stack pointer it left and what a push, pop, call, return or IRET
+ * moved through the stack (PUSHF's slot holds the flags, POPF's the flags
+ * it loaded, RET's the IP it went to). One that matches is used, and
  * neither when none does: no record, no correction, the forced TF simply
  * dropped. The one exception is a stack that shows exactly what PUSHF
  * leaves (one slot pushed holding the low word of the flags, our TF
  * included), undone because an untraced PUSHF stores TF clear; it covers
- * code rewritten and restored while the instruction ran.
+ * code rewritten and restored while the instruction ran. Not pinned down:
+ * a jump through memory, and which of two pushes or pops of one length
+ * ran; where both reads match, one that stores or loads the flags wins.
  *
  * Limits: code segments other than the flat user ones (LDT code, vm86) are
  * not traced, nor is 32-bit code while SS is not the flat user data segment
@@ -166,6 +169,8 @@
 #define DS_EMU_XOP_MAP_MASK	0x1f
 #define DS_EMU_XOP_MAP_FIRST	8
 #define DS_EMU_OP_JMPABS	0xa1	/* with REX2 in map 0 */
+#define DS_EMU_OP_XBEGIN	0xc7	/* with ModRM 0xf8 */
+#define DS_EMU_XBEGIN_MODRM	0xf8
 #define DS_EMU_SREG_SS		2	/* ModRM.reg of mov Sreg */
 #define DS_EMU_GRP5_CALL	2	/* ModRM.reg of the 0xff group */
 #define DS_EMU_GRP5_LCALL	3
@@ -223,23 +228,28 @@ enum ds_emu_kind {
 /**
  * enum ds_emu_effect - where an instruction leaves the IP and the stack
  * pointer, the check of a decode against what the CPU shows (ds_emu_ran())
- * @DS_EMU_FX_ANY:	not checked (far transfers)
  * @DS_EMU_FX_NEXT:	the next instruction; the stack pointer unchanged
  * @DS_EMU_FX_NEXT_SP:	the next instruction; may write the stack pointer
  * @DS_EMU_FX_REP:	a REP string instruction: the next one or itself again
  * @DS_EMU_FX_REL:	jmp, jcc, loop, jcxz: the next instruction, or @rel
  *			past it when taken
  * @DS_EMU_FX_CALL_REL:	@rel past the next instruction, whose IP is pushed
- * @DS_EMU_FX_CALL_IND:	anywhere; the next instruction's IP is pushed
- * @DS_EMU_FX_JMP_IND:	anywhere; the stack pointer unchanged
+ * @DS_EMU_FX_CALL_IND:	to @reg, or anywhere through memory; the next
+ *			instruction's IP is pushed
+ * @DS_EMU_FX_JMP_IND:	to @reg, or anywhere through memory; the stack
+ *			pointer unchanged
  * @DS_EMU_FX_RET:	the IP popped; @imm more bytes released
  * @DS_EMU_FX_PUSHF:	the next instruction; the flags pushed
  * @DS_EMU_FX_POPF:	the next instruction; the flags popped
- * @DS_EMU_FX_IRET:	the IP popped, the flags popped two slots above it
- * @DS_EMU_FX_SS:	MOV SS or POP SS, checked with the shadowed instruction
+ * @DS_EMU_FX_IRET:	the IP and CS popped, then the flags, then (from
+ *			64-bit mode) the stack pointer
+ * @DS_EMU_FX_LRET:	the IP and CS popped; @imm more bytes released
+ * @DS_EMU_FX_LCALL:	anywhere; CS and the next instruction's IP pushed
+ * @DS_EMU_FX_LJMP:	anywhere; the stack pointer unchanged
+ * @DS_EMU_FX_SS:	MOV SS or POP SS: the next instruction, the stack
+ *			pointer moved by @slot; or it and the one it shadows
  */
 enum ds_emu_effect {
-	DS_EMU_FX_ANY,
 	DS_EMU_FX_NEXT,
 	DS_EMU_FX_NEXT_SP,
 	DS_EMU_FX_REP,
@@ -251,8 +261,15 @@ enum ds_emu_effect {
 	DS_EMU_FX_PUSHF,
 	DS_EMU_FX_POPF,
 	DS_EMU_FX_IRET,
+	DS_EMU_FX_LRET,
+	DS_EMU_FX_LCALL,
+	DS_EMU_FX_LJMP,
 	DS_EMU_FX_SS,
 };
+
+/* @reg of an indirect branch through memory, or through a register the
+ * task's registers do not hold (REX2's r16-r31). */
+#define DS_EMU_REG_MEM		0xff
 
 /**
  * struct ds_emu_insn - a decoded instruction, one entry of the decode cache
@@ -268,6 +285,7 @@ enum ds_emu_effect {
  * @ip16:	a near branch with a 16-bit operand size: the target is
  *		truncated to 16 bits
  * @imm:	bytes RET imm16 releases
+ * @reg:	the register an indirect branch goes to, or %DS_EMU_REG_MEM
  * @rel:	displacement of a direct branch
  */
 struct ds_emu_insn {
@@ -282,6 +300,7 @@ struct ds_emu_insn {
 	u8		slot;
 	bool		ip16;
 	u16		imm;
+	u8		reg;
 	s32		rel;
 };
 
@@ -341,7 +360,7 @@ MODULE_PARM_DESC(emulation,
 static bool ds_emu_force;
 module_param_named(force_emulation, ds_emu_force, bool, 0644);
 MODULE_PARM_DESC(force_emulation,
-		 "Trace tasks with the emulated BTS even where the CPU has BTS");
+		 "Trace tasks with the emulated BTS even where the CPU has BTS, and refuse tracers the hardware");
 
 bool ds_emu_forced(void)
 {
@@ -354,34 +373,6 @@ bool ds_emu_forced(void)
 static u8 ds_emu_near_slot(const struct insn *insn)
 {
 	return insn->x86_64 ? 8 : insn->opnd_bytes;
-}
-
-static void ds_emu_kind_grp5(const struct insn *insn, struct ds_emu_insn *out)
-{
-	switch (X86_MODRM_REG(insn->modrm.bytes[0])) {
-	case DS_EMU_GRP5_CALL:
-		out->kind = DS_EMU_JUMP;
-		out->effect = DS_EMU_FX_CALL_IND;
-		out->slot = ds_emu_near_slot(insn);
-		break;
-	case DS_EMU_GRP5_JMP:
-		out->kind = DS_EMU_JUMP;
-		out->effect = DS_EMU_FX_JMP_IND;
-		break;
-	case DS_EMU_GRP5_LCALL:
-	case DS_EMU_GRP5_LJMP:
-		out->kind = DS_EMU_JUMP;
-		out->effect = DS_EMU_FX_ANY;
-		break;
-	case DS_EMU_GRP5_PUSH:
-		out->kind = DS_EMU_OTHER;
-		out->effect = DS_EMU_FX_NEXT_SP;
-		break;
-	default:
-		out->kind = DS_EMU_OTHER;
-		out->effect = DS_EMU_FX_NEXT;
-		break;
-	}
 }
 
 /*
@@ -408,7 +399,7 @@ static bool ds_emu_writes_sp(const struct insn *insn)
 			op == 0xcc);
 	}
 	switch (op) {
-	case 0x06: case 0x07: case 0x0e: case 0x1e: case 0x1f:
+	case 0x06: case 0x07: case 0x0e: case 0x16: case 0x1e: case 0x1f:
 	case 0x50 ... 0x5f:	/* push, pop */
 	case 0x60: case 0x61:	/* pusha, popa */
 	case 0x68: case 0x6a:	/* push imm */
@@ -438,6 +429,49 @@ static void ds_emu_kind_other(const struct insn *insn, struct ds_emu_insn *out)
 	out->kind = DS_EMU_OTHER;
 	out->effect = ds_emu_writes_sp(insn) ? DS_EMU_FX_NEXT_SP :
 					       DS_EMU_FX_NEXT;
+}
+
+/*
+ * The register a ModRM names as the target, or DS_EMU_REG_MEM: a memory
+ * operand, or one of REX2's r16-r31, which pt_regs does not hold.
+ */
+static u8 ds_emu_modrm_reg(const struct insn *insn)
+{
+	u8 modrm = insn->modrm.bytes[0], rex = insn->rex_prefix.bytes[0];
+
+	if (X86_MODRM_MOD(modrm) != 3)
+		return DS_EMU_REG_MEM;
+	if (insn->rex_prefix.nbytes == 2) {	/* REX2 */
+		rex = insn->rex_prefix.bytes[1];
+		if (X86_REX2_B(rex))
+			return DS_EMU_REG_MEM;
+	}
+	return X86_MODRM_RM(modrm) + (X86_REX_B(rex) ? 8 : 0);
+}
+
+static void ds_emu_kind_grp5(const struct insn *insn, struct ds_emu_insn *out)
+{
+	switch (X86_MODRM_REG(insn->modrm.bytes[0])) {
+	case DS_EMU_GRP5_CALL:
+		out->effect = DS_EMU_FX_CALL_IND;
+		out->slot = ds_emu_near_slot(insn);
+		out->reg = ds_emu_modrm_reg(insn);
+		break;
+	case DS_EMU_GRP5_JMP:
+		out->effect = DS_EMU_FX_JMP_IND;
+		out->reg = ds_emu_modrm_reg(insn);
+		break;
+	case DS_EMU_GRP5_LCALL:
+		out->effect = DS_EMU_FX_LCALL;
+		break;
+	case DS_EMU_GRP5_LJMP:
+		out->effect = DS_EMU_FX_LJMP;
+		break;
+	default:	/* inc, dec, push */
+		ds_emu_kind_other(insn, out);
+		return;
+	}
+	out->kind = DS_EMU_JUMP;
 }
 
 static void ds_emu_kind_one_byte(const struct insn *insn,
@@ -494,10 +528,23 @@ static void ds_emu_kind_one_byte(const struct insn *insn,
 		break;
 	case DS_EMU_OP_LRET_IMM:
 	case DS_EMU_OP_LRET:
-	case DS_EMU_OP_LCALL:
-	case DS_EMU_OP_LJMP:
-		out->effect = DS_EMU_FX_ANY;
+		out->effect = DS_EMU_FX_LRET;
+		out->imm = op == DS_EMU_OP_LRET_IMM ? insn->immediate.value : 0;
 		break;
+	case DS_EMU_OP_LCALL:
+		out->effect = DS_EMU_FX_LCALL;
+		break;
+	case DS_EMU_OP_LJMP:
+		out->effect = DS_EMU_FX_LJMP;
+		break;
+	case DS_EMU_OP_XBEGIN:
+		ds_emu_kind_other(insn, out);
+		/* An abort goes to its fallback: no branch to the trace. */
+		if (insn->modrm.bytes[0] == DS_EMU_XBEGIN_MODRM) {
+			out->effect = DS_EMU_FX_REL;
+			out->rel = insn->immediate.value;
+		}
+		return;
 	case DS_EMU_OP_IRET:
 		out->kind = DS_EMU_IRET;
 		out->effect = DS_EMU_FX_IRET;
@@ -540,22 +587,27 @@ static void ds_emu_kind_two_byte(const struct insn *insn,
 /*
  * REX2 (APX) puts the map in a prefix bit: with M0 set, opcode.bytes[0]
  * is an opcode of the 0x0f map (D5 80 9C C0 is SETL, not PUSHF), none of
- * which branches (Jcc rel32 takes no REX2). In map 0 the branches, PUSHF,
- * POPF and IRET take no REX2 either, but JMPABS (D5 00 A1 imm64) is REX2
- * only: an absolute jump that pushes nothing.
+ * which branches (Jcc rel32 takes no REX2). Map 0 is the one-byte map:
+ * PUSHF, POPF, RET, IRET and the 0xff group take REX2 (D5 10 FF D0 is
+ * call *%r16), the relative branches do not (the decoder refuses them),
+ * and JMPABS (D5 00 A1 imm64) is REX2 only: an absolute jump that pushes
+ * nothing.
  */
 static void ds_emu_kind_rex2(const struct insn *insn, struct ds_emu_insn *out)
 {
 	u8 rex2 = insn->rex_prefix.bytes[1];
 
-	if (!X86_REX2_M(rex2) && insn->opcode.bytes[0] == DS_EMU_OP_JMPABS &&
-	    !X86_REX_W(rex2)) {
-		out->kind = DS_EMU_JUMP;
-		out->effect = DS_EMU_FX_JMP_IND;
+	if (X86_REX2_M(rex2)) {
+		ds_emu_kind_other(insn, out);
 		return;
 	}
-	out->kind = DS_EMU_OTHER;
-	out->effect = DS_EMU_FX_NEXT_SP;
+	if (insn->opcode.bytes[0] == DS_EMU_OP_JMPABS && !X86_REX_W(rex2)) {
+		out->kind = DS_EMU_JUMP;
+		out->effect = DS_EMU_FX_JMP_IND;
+		out->reg = DS_EMU_REG_MEM;
+		return;
+	}
+	ds_emu_kind_one_byte(insn, out);
 }
 
 static bool ds_emu_legacy_prefix(u8 b)
@@ -688,6 +740,27 @@ static void ds_emu_near16(const struct insn *insn, bool amd,
 	}
 }
 
+/* 66 (no REX.W) E8, E9 or 0F 8x in the canonical prefixes of @buf. */
+static bool ds_emu_amd_rel16(const u8 *buf, int size, int prefixes)
+{
+	const u8 *op = buf + prefixes;
+	bool opsize = false;
+	int i;
+
+	for (i = 0; i < prefixes; i++) {
+		if (buf[i] == 0x66)
+			opsize = true;
+		else if ((buf[i] & 0xf0) == 0x40 && X86_REX_W(buf[i]))
+			return false;
+	}
+	if (!opsize || prefixes >= size)
+		return false;
+	if (op[0] == DS_EMU_OP_CALL || op[0] == DS_EMU_OP_JMP)
+		return true;
+	return op[0] == DS_EMU_OP_TWO_BYTE && prefixes + 1 < size &&
+	       op[1] >= DS_EMU_OP_JCC32 && op[1] <= DS_EMU_OP_JCC32_LAST;
+}
+
 /**
  * __ds_emu_classify() - decode one instruction for the branch trace
  * @buf:    the instruction bytes
@@ -701,7 +774,7 @@ static void ds_emu_near16(const struct insn *insn, bool amd,
 static int __ds_emu_classify(const u8 *buf, int size, bool mode64, bool amd,
 			     struct ds_emu_insn *out)
 {
-	int removed, canon_size, prefixes, len, i;
+	int removed, canon_size, prefixes, len, i, pad = 0;
 	bool opsize = false, rep = false;
 	u8 canon[MAX_INSN_SIZE];
 	struct insn insn;
@@ -715,6 +788,7 @@ static int __ds_emu_classify(const u8 *buf, int size, bool mode64, bool amd,
 	out->slot = 0;
 	out->ip16 = false;
 	out->imm = 0;
+	out->reg = DS_EMU_REG_MEM;
 	out->rel = 0;
 	if (canon[prefixes] == DS_EMU_OP_XOP && prefixes + 1 < canon_size &&
 	    (canon[prefixes + 1] & DS_EMU_XOP_MAP_MASK) >= DS_EMU_XOP_MAP_FIRST) {
@@ -728,7 +802,16 @@ static int __ds_emu_classify(const u8 *buf, int size, bool mode64, bool amd,
 		out->effect = DS_EMU_FX_NEXT_SP;
 		return 0;
 	}
-	if (insn_decode(&insn, canon, canon_size,
+	/*
+	 * The kernel's decoder reads a rel32 after 0x66 E8, E9 and 0F 8x in
+	 * 64-bit mode, as Intel does; AMD reads a rel16. Let it see the two
+	 * bytes AMD does not fetch, and hold the length to what is there.
+	 */
+	if (amd && mode64 && ds_emu_amd_rel16(canon, canon_size, prefixes)) {
+		memset(canon + canon_size, 0, sizeof(canon) - canon_size);
+		pad = sizeof(canon) - canon_size;
+	}
+	if (insn_decode(&insn, canon, canon_size + pad,
 			mode64 ? INSN_MODE_64 : INSN_MODE_32))
 		return -EINVAL;
 
@@ -772,7 +855,7 @@ static int __ds_emu_classify(const u8 *buf, int size, bool mode64, bool amd,
 		out->slot = opsize ? 2 : 8;
 	if (opsize)
 		ds_emu_near16(&insn, amd, out);
-	return 0;
+	return out->len <= size ? 0 : -EINVAL;
 }
 
 /* The vendor whose reading of a 0x66 before a near branch the CPU follows. */
@@ -1136,6 +1219,7 @@ void ds_emu_forget_blockstep(struct task_struct *child)
 
 /**
  * struct ds_emu_after - what the CPU shows of an instruction that completed
+ * @regs:	the registers after it
  * @from:	its IP
  * @to:		the IP after it
  * @sp0:	the stack pointer before it
@@ -1145,13 +1229,14 @@ void ds_emu_forget_blockstep(struct task_struct *child)
  * @mode64:	it ran in 64-bit mode
  */
 struct ds_emu_after {
-	unsigned long	from;
-	unsigned long	to;
-	unsigned long	sp0;
-	unsigned long	sp;
-	unsigned long	flags;
-	unsigned long	cx;
-	bool		mode64;
+	const struct pt_regs	*regs;
+	unsigned long		from;
+	unsigned long		to;
+	unsigned long		sp0;
+	unsigned long		sp;
+	unsigned long		flags;
+	unsigned long		cx;
+	bool			mode64;
 };
 
 static unsigned long ds_emu_mode_mask(bool mode64)
@@ -1160,21 +1245,90 @@ static unsigned long ds_emu_mode_mask(bool mode64)
 }
 
 /*
- * A stack slot of @size bytes at @addr, zero-extended. Never faults: a
- * slot the instruction pushed or popped is mapped, and a decode that did
- * not run must not fault in one it never touched.
+ * A stack slot of @size bytes at @addr, zero-extended. The callers read
+ * a slot only once the stack pointer moved as the instruction they check
+ * would move it, so the CPU touched that page just now: a read that finds
+ * its page table entry gone (reclaim, migration, NUMA hinting) may fault
+ * it back in. IRET's slots are read before that is known (from 64-bit
+ * mode it pops the stack pointer), so never with a fault (@may_fault).
  */
 static bool ds_emu_stack_read(unsigned long addr, int size,
-			      unsigned long *val)
+			      unsigned long *val, bool may_fault)
 {
 	*val = 0;
-	return !copy_from_user_nofault(val, (const void __user *)addr, size);
+	if (!copy_from_user_nofault(val, (const void __user *)addr, size))
+		return true;
+	return may_fault && !copy_from_user(val, (const void __user *)addr, size);
 }
 
-static unsigned long ds_emu_slot_mask(const struct ds_emu_insn *in)
+/* A slot's value, as wide as the slot. */
+static bool ds_emu_slot_is(const struct ds_emu_insn *in, unsigned long addr,
+			   unsigned long want)
 {
-	return in->slot >= sizeof(long) ? ULONG_MAX :
-	       BIT(in->slot * BITS_PER_BYTE) - 1;
+	unsigned long mask = in->slot >= sizeof(long) ? ULONG_MAX :
+			     BIT(in->slot * BITS_PER_BYTE) - 1, word;
+
+	return ds_emu_stack_read(addr, in->slot, &word, true) &&
+	       word == (want & mask);
+}
+
+/* The flags POPF, IRET and PUSHF move at any privilege and operand size. */
+static bool ds_emu_flags_are(unsigned long addr, unsigned long flags,
+			     bool may_fault)
+{
+	unsigned long word;
+
+	return ds_emu_stack_read(addr, sizeof(u16), &word, may_fault) &&
+	       !((word ^ flags) & DS_EMU_POPF_BITS);
+}
+
+/* The value of general register @reg (by its encoding) after the step. */
+static unsigned long ds_emu_reg(const struct pt_regs *regs, u8 reg)
+{
+	static const u8 offs[] = {
+		offsetof(struct pt_regs, ax), offsetof(struct pt_regs, cx),
+		offsetof(struct pt_regs, dx), offsetof(struct pt_regs, bx),
+		offsetof(struct pt_regs, sp), offsetof(struct pt_regs, bp),
+		offsetof(struct pt_regs, si), offsetof(struct pt_regs, di),
+#ifdef CONFIG_X86_64
+		offsetof(struct pt_regs, r8), offsetof(struct pt_regs, r9),
+		offsetof(struct pt_regs, r10), offsetof(struct pt_regs, r11),
+		offsetof(struct pt_regs, r12), offsetof(struct pt_regs, r13),
+		offsetof(struct pt_regs, r14), offsetof(struct pt_regs, r15),
+#endif
+	};
+
+	if (reg >= ARRAY_SIZE(offs))
+		return 0;
+	return *(const unsigned long *)((const u8 *)regs + offs[reg]);
+}
+
+/* An indirect branch through a register went where that register says. */
+static bool ds_emu_reg_target(const struct ds_emu_insn *in,
+			      const struct ds_emu_after *a, unsigned long ip)
+{
+	/* call *%rsp pushed over its own target */
+	if (in->reg == DS_EMU_REG_MEM || in->reg == 4)
+		return true;
+	return a->to == (ds_emu_reg(a->regs, in->reg) & ip);
+}
+
+/* IRET: the IP and CS it popped, its flags, where the stack went. */
+static bool ds_emu_iret_ran(const struct ds_emu_insn *in,
+			    const struct ds_emu_after *a, unsigned long mode)
+{
+	unsigned long word, slot = in->slot;
+
+	if (!ds_emu_stack_read(a->sp0, slot, &word, false) || word != a->to ||
+	    !ds_emu_stack_read(a->sp0 + slot, sizeof(u16), &word, false) ||
+	    word != (u16)a->regs->cs ||
+	    !ds_emu_flags_are(a->sp0 + 2 * slot, a->flags, false))
+		return false;
+	/* From 64-bit mode IRET pops SS:RSP too, at any privilege. */
+	if (!in->mode64)
+		return a->sp == ((a->sp0 + 3 * slot) & mode);
+	return ds_emu_stack_read(a->sp0 + 3 * slot, slot, &word, false) &&
+	       word == a->sp;
 }
 
 /**
@@ -1183,9 +1337,10 @@ static unsigned long ds_emu_slot_mask(const struct ds_emu_insn *in)
  * @a:  what the CPU shows
  *
  * Checks where the instruction left the IP and the stack pointer, and what
- * a push, a pop or IRET moved through the stack. An instruction that may
- * write the stack pointer any way it likes (ds_emu_writes_sp()) is held to
- * its IP only, far transfers to nothing.
+ * a push, a pop, a call, a return or IRET moved through the stack. An
+ * instruction that may write the stack pointer any way it likes
+ * (ds_emu_writes_sp()) is held to its IP only, an indirect branch through
+ * memory to the stack pointer only (ds_emu_weak()).
  *
  * Return: true if @in could have produced @a.
  */
@@ -1198,7 +1353,6 @@ static bool ds_emu_ran(const struct ds_emu_insn *in,
 	unsigned long target = (next + in->rel) & ip;
 	unsigned long up = (a->sp0 + in->slot) & mode;
 	unsigned long down = (a->sp0 - in->slot) & mode;
-	unsigned long word;
 
 	switch (in->effect) {
 	case DS_EMU_FX_NEXT:
@@ -1213,36 +1367,62 @@ static bool ds_emu_ran(const struct ds_emu_insn *in,
 		       (a->to == target ||
 			(a->to == next && in->kind != DS_EMU_JUMP));
 	case DS_EMU_FX_CALL_REL:
-		if (a->to != target)
-			return false;
-		fallthrough;
+		return a->to == target && a->sp == down &&
+		       ds_emu_slot_is(in, a->sp, next);
 	case DS_EMU_FX_CALL_IND:
-		return a->sp == down &&
-		       ds_emu_stack_read(a->sp, in->slot, &word) &&
-		       word == (next & ds_emu_slot_mask(in));
+		return a->sp == down && ds_emu_slot_is(in, a->sp, next) &&
+		       ds_emu_reg_target(in, a, ip);
 	case DS_EMU_FX_JMP_IND:
-		return a->sp == a->sp0;
+		return a->sp == a->sp0 && ds_emu_reg_target(in, a, ip);
 	case DS_EMU_FX_RET:
 		return a->sp == ((up + in->imm) & mode) &&
-		       ds_emu_stack_read(a->sp0, in->slot, &word) &&
-		       (word & ip) == a->to;
+		       ds_emu_slot_is(in, a->sp0, a->to);
 	case DS_EMU_FX_PUSHF:
 		/* The low word holds TF and the arithmetic flags in every size. */
 		return a->to == next && a->sp == down &&
-		       ds_emu_stack_read(a->sp, sizeof(u16), &word) &&
-		       word == (u16)a->flags;
+		       ds_emu_slot_is(&(struct ds_emu_insn){ .slot = 2 }, a->sp,
+				      a->flags);
 	case DS_EMU_FX_POPF:
 		return a->to == next && a->sp == up &&
-		       ds_emu_stack_read(a->sp0, sizeof(u16), &word) &&
-		       !((word ^ a->flags) & DS_EMU_POPF_BITS);
+		       ds_emu_flags_are(a->sp0, a->flags, true);
 	case DS_EMU_FX_IRET:
-		return ds_emu_stack_read(a->sp0, in->slot, &word) &&
-		       word == a->to &&
-		       ds_emu_stack_read(a->sp0 + 2 * in->slot, sizeof(u16),
-					 &word) &&
-		       !((word ^ a->flags) & DS_EMU_POPF_BITS);
-	default:	/* DS_EMU_FX_ANY, DS_EMU_FX_SS */
+		return ds_emu_iret_ran(in, a, mode);
+	case DS_EMU_FX_LRET:
+		return a->sp == ((up + in->slot + in->imm) & mode) &&
+		       ds_emu_slot_is(in, a->sp0, a->to) &&
+		       ds_emu_slot_is(&(struct ds_emu_insn){ .slot = 2 },
+				      a->sp0 + in->slot, a->regs->cs);
+	case DS_EMU_FX_LCALL:
+		return a->sp == ((down - in->slot) & mode) &&
+		       ds_emu_slot_is(in, a->sp, next);
+	case DS_EMU_FX_LJMP:
+		return a->sp == a->sp0;
+	case DS_EMU_FX_SS:
+		/* the SS load's own trap, or after the one it shadows */
+		return a->to != next || a->sp == up;
+	default:
+		return false;
+	}
+}
+
+/*
+ * A match that does not pin the instruction down: a same-length push or
+ * pop can pass for what moved the stack pointer, anything for a jump
+ * through memory or for an SS load whose shadowed instruction ran too.
+ */
+static bool ds_emu_weak(const struct ds_emu_insn *in,
+			const struct ds_emu_after *a)
+{
+	switch (in->effect) {
+	case DS_EMU_FX_NEXT_SP:
+		return a->sp != a->sp0;
+	case DS_EMU_FX_CALL_IND:
+	case DS_EMU_FX_JMP_IND:
+		return in->reg == DS_EMU_REG_MEM;
+	case DS_EMU_FX_SS:
 		return true;
+	default:
+		return false;
 	}
 }
 
@@ -1296,12 +1476,8 @@ static const struct ds_emu_insn *ds_emu_what_ran(struct ds_emu_task *st,
 	const struct ds_emu_insn *now;
 	bool early_ok = early && ds_emu_ran(early, a);
 
-	/*
-	 * Only a push or pop of the same length can pass for PUSHF or POPF,
-	 * and leaves the stack pointer moved: spare the second read otherwise.
-	 */
-	if (early_ok && (ds_emu_moves_tf(early) || a->sp == a->sp0 ||
-			 early->effect != DS_EMU_FX_NEXT_SP))
+	/* A decode that pins the instruction down spares the second read. */
+	if (early_ok && !ds_emu_weak(early, a))
 		return early;
 	now = ds_emu_lookup(st, a->from, a->mode64);
 	if (now && ds_emu_ran(now, a) &&
@@ -1325,7 +1501,7 @@ static bool ds_emu_pushed_flags(const struct ds_emu_after *a)
 		return false;
 	if (((a->to - a->from) & mode) - 1 >= MAX_INSN_SIZE)
 		return false;
-	return ds_emu_stack_read(a->sp, sizeof(u16), &word) &&
+	return ds_emu_stack_read(a->sp, sizeof(u16), &word, true) &&
 	       word == (u16)a->flags;
 }
 
@@ -1390,6 +1566,7 @@ static enum ds_emu_outcome ds_emu_step(struct ds_emu_task *st,
 				       bool record)
 {
 	struct ds_emu_after a = {
+		.regs	= regs,
 		.from	= st->ip,
 		.to	= regs->ip,
 		.sp0	= st->sp,

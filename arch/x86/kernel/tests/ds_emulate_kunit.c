@@ -281,6 +281,10 @@ static const struct ds_emu_test_case ds_emu_test_cases[] = {
 	DS_EMU_T("REX2 jmpabs", true, 11, DS_EMU_JUMP, DS_EMU_TEST_NONE, 0,
 		 true, 0xd5, 0x00, 0xa1, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00,
 		 0x00, 0x00),
+	DS_EMU_T("REX2 pushf", true, 3, DS_EMU_PUSHF, DS_EMU_TEST_NONE, 0,
+		 false, 0xd5, 0x00, 0x9c),
+	DS_EMU_T("REX2 call *%r16", true, 4, DS_EMU_JUMP, DS_EMU_TEST_NONE, 0,
+		 true, 0xd5, 0x10, 0xff, 0xd0),
 	/*
 	 * 0x66 before a near branch in 64-bit mode: Intel ignores it, AMD
 	 * takes a rel16 (and truncates the IP). In 32-bit code both do.
@@ -327,6 +331,23 @@ static void ds_emu_test_classify(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, in.len, t->len);
 	KUNIT_EXPECT_EQ(test, in.kind, t->kind);
 	KUNIT_EXPECT_EQ(test, ds_emu_taken(&in, t->flags, t->cx), t->taken);
+}
+
+/*
+ * AMD's 66 E8 rel16 is four bytes: it decodes from four, though the
+ * kernel's decoder would read a rel32 (Intel's reading needs six).
+ */
+static void ds_emu_test_amd_rel16(struct kunit *test)
+{
+	static const u8 call16[] = { 0x66, 0xe8, 0x00, 0x01 };
+	struct ds_emu_insn in = {};
+
+	KUNIT_ASSERT_EQ(test, __ds_emu_classify(call16, sizeof(call16), true,
+						true, &in), 0);
+	KUNIT_EXPECT_EQ(test, in.len, sizeof(call16));
+	KUNIT_EXPECT_EQ(test, in.rel, 0x100);
+	KUNIT_EXPECT_EQ(test, __ds_emu_classify(call16, sizeof(call16), true,
+						false, &in), -EINVAL);
 }
 
 /* Not all bytes there: an instruction cut short does not decode. */
@@ -624,6 +645,7 @@ static void ds_emu_test_block_trap(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, st->blockstep, t->held);
 }
 
+#ifdef CONFIG_X86_64
 /* The flags a forced step leaves: ours TF, the program's IF and ZF. */
 #define DS_EMU_TEST_FLAGS	(X86_EFLAGS_FIXED | X86_EFLAGS_IF | \
 				 X86_EFLAGS_ZF | X86_EFLAGS_TF)
@@ -640,6 +662,8 @@ static void ds_emu_test_block_trap(struct kunit *test)
  * @popped_tf:	the TF in the flags POPF loaded
  * @mark:	expected word at the marked slot below the old stack pointer
  * @tf:		expected TF in the flags the task returns with
+ * @outcome:	expected enum ds_emu_outcome: NOT_TAKEN where a decode
+ *		matched, UNKNOWN where none did
  */
 struct ds_emu_test_ran {
 	const char	*name;
@@ -650,31 +674,49 @@ struct ds_emu_test_ran {
 	bool		popped_tf;
 	unsigned long	mark;
 	bool		tf;
+	u8		outcome;
 };
 
 static const struct ds_emu_test_ran ds_emu_test_rans[] = {
 	{ "pushf decoded, nop ran: the data is the program's",
-	  { 0x9c }, { 0x90 }, 1, 0, false, DS_EMU_TEST_MARK, false },
+	  { 0x9c }, { 0x90 }, 1, 0, false, DS_EMU_TEST_MARK, false,
+	  DS_EMU_NOT_TAKEN },
 	{ "nop decoded, pushf ran and is there: pushed TF cleared",
 	  { 0x90 }, { 0x9c }, 1, 1, false,
-	  (u16)DS_EMU_TEST_FLAGS & ~X86_EFLAGS_TF, false },
+	  (u16)DS_EMU_TEST_FLAGS & ~X86_EFLAGS_TF, false,
+	  DS_EMU_NOT_TAKEN },
 	{ "nop decoded and there, pushf ran: pushed TF cleared",
 	  { 0x90 }, { 0x90 }, 1, 1, false,
-	  (u16)DS_EMU_TEST_FLAGS & ~X86_EFLAGS_TF, false },
+	  (u16)DS_EMU_TEST_FLAGS & ~X86_EFLAGS_TF, false,
+	  DS_EMU_UNKNOWN },
 	{ "pushf decoded and there, push ran: its value kept",
-	  { 0x9c }, { 0x9c }, 1, 2, false, DS_EMU_TEST_MARK, false },
+	  { 0x9c }, { 0x9c }, 1, 2, false, DS_EMU_TEST_MARK, false,
+	  DS_EMU_UNKNOWN },
 	{ "popf decoded, nop ran: our TF is not the program's",
-	  { 0x9d }, { 0x90 }, 1, 0, false, DS_EMU_TEST_MARK, false },
+	  { 0x9d }, { 0x90 }, 1, 0, false, DS_EMU_TEST_MARK, false,
+	  DS_EMU_NOT_TAKEN },
 	{ "popf decoded, 3-byte mov ran: our TF is not the program's",
 	  { 0x9d }, { 0x8b, 0x2c, 0x24 }, 3, 0, false, DS_EMU_TEST_MARK,
-	  false },
+	  false,
+	  DS_EMU_NOT_TAKEN },
 	{ "nop decoded, popf ran and is there: the program's TF",
-	  { 0x90 }, { 0x9d }, 1, -1, true, DS_EMU_TEST_MARK, true },
+	  { 0x90 }, { 0x9d }, 1, -1, true, DS_EMU_TEST_MARK, true,
+	  DS_EMU_NOT_TAKEN },
 	{ "popf decoded and ran, its TF clear",
-	  { 0x9d }, { 0x9d }, 1, -1, false, DS_EMU_TEST_MARK, false },
+	  { 0x9d }, { 0x9d }, 1, -1, false, DS_EMU_TEST_MARK, false,
+	  DS_EMU_NOT_TAKEN },
 	{ "nothing decoded, pushf ran: pushed TF cleared",
 	  { }, { 0x9c }, 1, 1, false,
-	  (u16)DS_EMU_TEST_FLAGS & ~X86_EFLAGS_TF, false },
+	  (u16)DS_EMU_TEST_FLAGS & ~X86_EFLAGS_TF, false,
+	  DS_EMU_NOT_TAKEN },
+	{ "lret decoded, pushf ran and is there: pushed TF cleared",
+	  { 0xcb }, { 0x9c }, 1, 1, false,
+	  (u16)DS_EMU_TEST_FLAGS & ~X86_EFLAGS_TF, false,
+	  DS_EMU_NOT_TAKEN },
+	{ "indirect jmp decoded, xor ran: no branch, no correction",
+	  { 0xff, 0xe0 }, { 0x31, 0xc0 }, 2, 0, false, DS_EMU_TEST_MARK,
+	  false,
+	  DS_EMU_NOT_TAKEN },
 };
 
 static void ds_emu_test_ran_desc(const struct ds_emu_test_ran *t, char *desc)
@@ -753,11 +795,13 @@ static void ds_emu_test_ran(struct kunit *test)
 	}
 	/* The entry code hid the TF the CPU left. */
 	regs.flags = uflags & ~X86_EFLAGS_TF;
-	ds_emu_step(st, &regs, uflags, true, false);
+	KUNIT_EXPECT_EQ(test, ds_emu_step(st, &regs, uflags, true, false),
+			t->outcome);
 	KUNIT_EXPECT_EQ(test, ds_emu_test_get(test, below), t->mark);
 	KUNIT_EXPECT_EQ(test, ds_emu_test_get(test, sp0), top);
 	KUNIT_EXPECT_EQ(test, !!(regs.flags & X86_EFLAGS_TF), t->tf);
 }
+#endif /* CONFIG_X86_64 */
 
 #ifdef CONFIG_PERF_EVENTS
 /*
@@ -795,10 +839,13 @@ static void ds_emu_test_perf_flags(struct kunit *test)
 static struct kunit_case ds_emu_test_cases_list[] = {
 	KUNIT_CASE_PARAM(ds_emu_test_classify, ds_emu_classify_gen_params),
 	KUNIT_CASE(ds_emu_test_truncated),
+	KUNIT_CASE(ds_emu_test_amd_rel16),
 	KUNIT_CASE(ds_emu_test_cond_sdm),
 	KUNIT_CASE(ds_emu_test_cache),
 	KUNIT_CASE_PARAM(ds_emu_test_block_trap, ds_emu_block_gen_params),
+#ifdef CONFIG_X86_64
 	KUNIT_CASE_PARAM(ds_emu_test_ran, ds_emu_ran_gen_params),
+#endif
 #ifdef CONFIG_PERF_EVENTS
 	KUNIT_CASE(ds_emu_test_perf_flags),
 #endif

@@ -1143,10 +1143,21 @@ static void config_explicit(struct __test_metadata *_metadata, pid_t pid,
 	rerun_jmp(_metadata, pid, 8);
 }
 
-/* PTRACE_BTS_BACKEND_HARDWARE: the CPU's BTS, even if emulation is forced. */
+/*
+ * PTRACE_BTS_BACKEND_HARDWARE: the CPU's BTS; where the administrator
+ * forces emulation, refused with EACCES (no BTS at all is EOPNOTSUPP).
+ */
 TEST_F(bts, backend_hardware)
 {
 	self->pid = spawn_jmp(_metadata);
+	if (cpu_has_flag("bts") && emulation_forced()) {
+		EXPECT_EQ(-1, bts_config_backend(self->pid, 8 * BTS_REC,
+						 BTS_TRACE_ALLOC, 0,
+						 PTRACE_BTS_BACKEND_HARDWARE));
+		EXPECT_EQ(EACCES, errno);
+		EXPECT_EQ(0, vmpin_kb(0));
+		return;
+	}
 	config_explicit(_metadata, self->pid, PTRACE_BTS_BACKEND_HARDWARE,
 			cpu_has_flag("bts"));
 }
@@ -1975,6 +1986,8 @@ static void *nofetch_monitor(void *arg)
 	struct uffd_msg msg;
 
 	while (poll(&pfd, 1, 500) > 0) {
+		if (!(pfd.revents & POLLIN))
+			break;
 		if (read(uffd, &msg, sizeof(msg)) != sizeof(msg) ||
 		    msg.event != UFFD_EVENT_PAGEFAULT)
 			continue;
@@ -2013,7 +2026,8 @@ static void nofetch_routine(unsigned long with_uffd)
 			.mode = UFFDIO_REGISTER_MODE_MISSING,
 		};
 
-		uffd = syscall(__NR_userfaultfd, O_CLOEXEC);
+		/* poll() on a blocking userfaultfd is EPOLLERR at once */
+		uffd = syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK);
 		if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api) ||
 		    ioctl(uffd, UFFDIO_REGISTER, &reg) ||
 		    pthread_create(&monitor, NULL, nofetch_monitor,

@@ -445,11 +445,12 @@ static void item_alu(struct fz_gen *g)
 }
 
 /*
- * 0x66 before a near branch in 64-bit code: Intel ignores it, AMD cuts the
- * target to 16 bits (a fault, resumed at the item's end) and reads a rel16
- * where Intel reads a rel32. TCG does what AMD does on every vendor, so
- * the blocks have them only where the CPU says it is an AMD one: there the
- * trace must decode them as TCG runs them.
+ * 0x66 before a short branch in 64-bit code: Intel ignores it, AMD cuts the
+ * target to 16 bits (a fault, resumed at the item's end). TCG cuts it on
+ * every vendor, so the blocks have them only where the CPU says it is an
+ * AMD one: there the trace must decode them as TCG runs them. The near
+ * forms (a rel16 where Intel reads a rel32) are left out: under TCG a
+ * block with them did not end.
  */
 static bool fz_data16(struct fz_gen *g, size_t *resume)
 {
@@ -465,7 +466,7 @@ static void item_jcc(struct fz_gen *g)
 	bool data16 = false;
 	size_t at, resume;
 
-	if (kind)
+	if (kind == 1)
 		data16 = fz_data16(g, &resume);
 	fz_alu(g, 0);
 	fz_noise_prefix(g);
@@ -481,20 +482,15 @@ static void item_jcc(struct fz_gen *g)
 		at = g->len;
 		e8(g, 0);
 	} else {
-		if (data16)
-			e8(g, 0x66);
 		e8(g, 0x0f);
 		e8(g, 0x80 + cc);
 		at = g->len;
-		if (data16)
-			e16(g, fz_rand(g));	/* below 64 KiB wherever */
-		else
-			e32(g, 0);
+		e32(g, 0);
 	}
 	fz_filler(g, 0, 3);
 	if (kind == 1)
 		fz_land8(g, at);
-	else if (!data16)
+	else
 		fz_land32(g, at);
 	if (data16)
 		fz_land32(g, resume);
@@ -570,13 +566,6 @@ static void item_jmp(struct fz_gen *g)
 		fz_land8(g, at);
 		if (data16)
 			fz_land32(g, resume);
-	} else if (fz_data16(g, &resume)) {
-		fz_noise_prefix(g);
-		e8(g, 0x66);
-		e8(g, 0xe9);
-		e16(g, fz_rand(g));	/* below 64 KiB wherever */
-		fz_junk(g);
-		fz_land32(g, resume);
 	} else {
 		fz_noise_prefix(g);
 		if (!fz_below(g, 4))
