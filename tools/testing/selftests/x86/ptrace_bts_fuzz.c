@@ -1952,8 +1952,9 @@ static void *xm_rewriter(void *arg)
 	while (!__atomic_load_n(&xm_res->stop, __ATOMIC_RELAXED)) {
 		rng = fz_mix(rng, n++);
 		__atomic_store_n(site, forms[rng & 1], __ATOMIC_RELAXED);
+		/* not PAUSE: under TCG it leaves the vCPU's loop each time */
 		for (spin = (rng >> 8) & 63; spin; spin--)
-			__builtin_ia32_pause();
+			__asm__ __volatile__("" ::: "memory");
 	}
 	xm_res->rewrites = n;
 	return NULL;
