@@ -2608,8 +2608,12 @@ static __u64 now_ns(void)
 	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
-/* bts_sleep's nanosleep, sleep_ts in ptrace_bts_asm.S. */
-#define BTS_SLEEP_NS		2000000ULL
+/*
+ * bts_sleep's nanosleep, sleep_ts in ptrace_bts_asm.S. Long enough that
+ * its timer cannot expire before the task gets to schedule() (then it
+ * would not sleep at all), as a 2 ms one did in a starved TCG guest.
+ */
+#define BTS_SLEEP_NS		50000000ULL
 
 /*
  * Check a trace of bts_sleep taken with O_SCHED between @t0 and @t1: its

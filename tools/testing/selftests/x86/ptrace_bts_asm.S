@@ -740,8 +740,8 @@ L(r11sys_e)
 
 	.data
 	.balign	8
-sleep_ts:		/* struct timespec: 0 s, 2 ms */
-	.WORDVAL 0, 2000000
+sleep_ts:		/* struct timespec: 0 s, 50 ms */
+	.WORDVAL 0, 50000000
 
 	.bss
 	.balign	64
