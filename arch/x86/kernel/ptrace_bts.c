@@ -199,6 +199,11 @@ static void ptrace_bts_ds_config(struct ptrace_bts *pb,
 	}
 }
 
+static bool ptrace_bts_capable(int cap, bool audit)
+{
+	return audit ? capable(cap) : ns_capable_noaudit(&init_user_ns, cap);
+}
+
 /*
  * Would perf give the tracer BTS on @child? The same trace as a perf event
  * is the user-mode branch-instructions event with a period of 1 on @child,
@@ -209,18 +214,24 @@ static void ptrace_bts_ds_config(struct ptrace_bts *pb,
  * (perf_check_permission()). The paranoid levels below 3 restrict only
  * kernel and CPU-wide events, and this is neither.
  *
+ * A request for any backend only asks whether it may have the hardware:
+ * its capability checks are not audited (@audit false), as a denial is no
+ * failure there, and a root debugger that never asked for privilege is not
+ * marked as having used it.
+ *
  * Return: 0 if perf would, -EACCES or the LSM's error if not.
  */
-static int ptrace_bts_perf_allows(struct task_struct *child)
+static int ptrace_bts_perf_allows(struct task_struct *child, bool audit)
 {
 	int err;
 
-	if (perf_paranoid_any() && !capable(CAP_SYS_ADMIN))
+	if (perf_paranoid_any() && !ptrace_bts_capable(CAP_SYS_ADMIN, audit))
 		return -EACCES;
 	err = security_perf_event_open(PERF_SECURITY_OPEN);
 	if (err)
 		return err;
-	if (!perfmon_capable() &&
+	if (!ptrace_bts_capable(CAP_PERFMON, audit) &&
+	    !ptrace_bts_capable(CAP_SYS_ADMIN, audit) &&
 	    !ptrace_may_access(child, PTRACE_MODE_READ_REALCREDS))
 		return -EACCES;
 	return 0;
@@ -259,7 +270,7 @@ static int ptrace_bts_choose(struct task_struct *child, u32 backend,
 		/* The administrator's choice, for every tracer. */
 		if (ds_emu_forced())
 			return -EACCES;
-		err = ptrace_bts_perf_allows(child);
+		err = ptrace_bts_perf_allows(child, true);
 		if (err)
 			return err;
 		*id = DS_BACKEND_HARDWARE;
@@ -272,7 +283,7 @@ static int ptrace_bts_choose(struct task_struct *child, u32 backend,
 			*id = DS_BACKEND_EMULATED;
 			return 0;
 		}
-		*refusal = ptrace_bts_perf_allows(child);
+		*refusal = ptrace_bts_perf_allows(child, false);
 		if (*refusal)
 			*id = DS_BACKEND_EMULATED;
 		return 0;
@@ -322,11 +333,12 @@ static int ptrace_bts_alloc(struct task_struct *child,
 
 	if (!cfg->size || cfg->size > DS_MAX_BUFFER_SIZE)
 		return -EINVAL;
-	/* The old records go; so does their charge, before the new one. */
-	ptrace_bts_release(child);
+	/* A refused request leaves the trace there is alone. */
 	err = ptrace_bts_choose(child, cfg->backend, &backend, &refusal);
 	if (err)
 		return err;
+	/* The old records go; so does their charge, before the new one. */
+	ptrace_bts_release(child);
 	mm = get_task_mm(child);
 	if (!mm)
 		return -ESRCH;
