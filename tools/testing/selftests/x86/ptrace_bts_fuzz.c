@@ -1742,8 +1742,8 @@ TEST_F_TIMEOUT(fuzz, blocks_agree, 300)
 #define XM_ALIAS		0x30100000UL
 #define XM_SITE_OFF		0x40		/* even: one 16-bit store */
 #define XM_SITE			(XM_CODE + XM_SITE_OFF)
-#define XM_CALLS		4000
-#define XM_SECONDS		30	/* at most, to see both forms */
+#define XM_CALLS		1000
+#define XM_SECONDS		10	/* at most, to see both forms */
 #define XM_BUF_SIZE		(4UL << 20)	/* the largest trace buffer */
 #define XM_MARK			0x5a5a0100UL	/* TF's bit, no flags' bit 1 */
 #define XM_FLAGS_FIXED		0x2
