@@ -267,8 +267,10 @@ enum ds_emu_effect {
 	DS_EMU_FX_SS,
 };
 
-/* @reg of an indirect branch through memory, or through a register the
- * task's registers do not hold (REX2's r16-r31). */
+/*
+ * @reg of an indirect branch through memory, or through a register the
+ * task's registers do not hold (REX2's r16-r31).
+ */
 #define DS_EMU_REG_MEM		0xff
 
 /**
