@@ -83,8 +83,10 @@ PMU_ALT_CPU = PMU_CPU + ",bts-cpl=either,pmi-skid=160,bts-threshold=cross"
 # case), and make soak (FUZZ_BLOCKS=3000,1000: emulated, hardware) twice
 # and as many, without the runs' bounds. A case may take 300 s.
 FUZZ = {"fuzz_emu": 500, "fuzz_hw": 400}
-HW = "vm.env=PTRACE_BTS_BACKEND=hardware ds.meltdown_kernel=1"
-EMU = "vm.env=PTRACE_BTS_BACKEND=emulated"
+HW = "ds.meltdown_kernel=1"
+EMU = ""
+# The fuzzer's blocks per case, through kselftest's runner
+FUZZ_ARGS = "vm.env=KSELFTEST_PTRACE_BTS_FUZZ_64_ARGS=--case-blocks=%s"
 NOEMU = "ds.emulation=0"
 
 # The kernels: make target, bzImage.
@@ -99,9 +101,9 @@ KERNELS = {
 # (None: stock QEMU, -cpu max), kernel arguments, extra environment.
 RUNS = [
     # the emulated backend
-    ("tcg", "kernel", None, EMU + " vm.env=PTRACE_BTS_FUZZ_BLOCKS=%(fuzz_emu)d", {}),
+    ("tcg", "kernel", None, FUZZ_ARGS % "%(fuzz_emu)d", {}),
     # the hardware backend, then ptrace_bts again with ds.force_emulation=1
-    ("bts", "kernel", BTS_CPU, HW + " vm.env=PTRACE_BTS_FUZZ_BLOCKS=%(fuzz_hw)d", {}),
+    ("bts", "kernel", BTS_CPU, HW + " " + FUZZ_ARGS % "%(fuzz_hw)d", {}),
     # perf and ptrace sharing the Debug Store
     ("pmu", "kernel", PMU_CPU, HW, {}),
     # bts and pmu under the model's other readings of the SDM
@@ -115,12 +117,12 @@ RUNS = [
     # the 32-bit kernel and userspace
     ("i386", "i386-kernel", None, EMU, {}),
     # without X86_DS every request is EIO
-    ("nods", "nods-kernel", None, "vm.env=PTRACE_BTS_ERRNO=EIO", {}),
+    ("nods", "nods-kernel", None, "", {}),
     # without the emulated backend (ds.emulation=0 keeps it from registering,
     # as a kernel built without it has none): EOPNOTSUPP; with perf holding
     # BTS: EBUSY. make check builds X86_DS_EMULATE=n (mk/builds.sh).
-    ("noemu", "kernel", None, NOEMU + " vm.env=PTRACE_BTS_ERRNO=EOPNOTSUPP", {}),
-    ("busy", "kernel", PMU_CPU, NOEMU + " vm.env=PTRACE_BTS_ERRNO=EBUSY ds.meltdown_kernel=1", {}),
+    ("noemu", "kernel", None, NOEMU, {}),
+    ("busy", "kernel", PMU_CPU, NOEMU + " ds.meltdown_kernel=1", {}),
     # hostile use: ptrace_bts_hostile and the x86_ds_stress KUnit suite
     ("stress", "stress-kernel", None, EMU, {}),
     ("stress-bts", "stress-kernel", BTS_CPU, HW, {}),

@@ -6,10 +6,11 @@
  * knows every branch it must find, at its exact source and target, and
  * checks the trace record by record. The tests run unchanged on the
  * hardware backend and on the emulated one; on CPUs without BTS (any VM
- * under TCG) the emulated one is what they exercise. A run that must use
- * one of them says which in PTRACE_BTS_BACKEND=hardware|emulated, and then
- * every allocation is checked to have landed there: a kernel that quietly
- * falls back to the other backend fails.
+ * under TCG) the emulated one is what they exercise. Every allocation is
+ * checked to have landed on the backend the kernel says the machine has:
+ * the CPU's BTS where /proc/cpuinfo lists "bts" and ds.force_emulation is
+ * off, else the emulation. A kernel that quietly falls back to the other
+ * backend fails.
  *
  * Every test that configures tracing also shows that records arrive, so
  * that a kernel that records nothing fails them too.
@@ -142,9 +143,7 @@ static long bts_backend(pid_t pid)
 /* After a CONFIG with O_ALLOC: is @pid traced by the backend expected? */
 static bool backend_as_expected(pid_t pid)
 {
-	int want = expected_backend();
-
-	return want == PTRACE_BTS_BACKEND_ANY || bts_backend(pid) == want;
+	return bts_backend(pid) == expected_backend();
 }
 
 /* STATUS of @pid; it returns the size of today's struct. */
@@ -161,8 +160,8 @@ static void get_status(struct __test_metadata *_metadata, pid_t pid,
 static void check_backend(struct __test_metadata *_metadata, pid_t pid)
 {
 	EXPECT_TRUE(backend_as_expected(pid)) {
-		TH_LOG("backend %ld, PTRACE_BTS_BACKEND=%s", bts_backend(pid),
-		       getenv("PTRACE_BTS_BACKEND"));
+		TH_LOG("backend %ld, want %s", bts_backend(pid),
+		       backend_name(expected_backend()));
 	}
 }
 
@@ -1075,48 +1074,27 @@ TEST_F(bts, memory_charge)
 
 /* ---- Backends ---- */
 
-#define DS_FORCE_EMULATION "/sys/module/ds/parameters/force_emulation"
-
 /* The emulated backend is built in: its knob exists. */
 static bool have_emulation(void)
 {
-	return !access(DS_FORCE_EMULATION, F_OK);
+	return !access(DS_PARAM("force_emulation"), F_OK);
 }
 
 static bool emulation_forced(void)
 {
-	char c = 0;
-	FILE *f;
-
-	f = fopen(DS_FORCE_EMULATION, "r");
-	if (!f)
-		return false;
-	if (fread(&c, 1, 1, f) != 1)
-		c = 0;
-	fclose(f);
-	return c == 'Y';
+	return ds_param_on(DS_PARAM("force_emulation"));
 }
 
 /*
- * PTRACE_BTS_BACKEND_ANY gives the backend PTRACE_BTS_BACKEND names; where
- * it is unset, the CPU's BTS unless ds.force_emulation, else the emulation.
+ * PTRACE_BTS_BACKEND_ANY gives the CPU's BTS, unless ds.force_emulation
+ * (or perf's policy, for a user other than root), else the emulation.
  */
 TEST_F(bts, backend_reported)
 {
-	int want = expected_backend();
-
-	ASSERT_LE(0, want) {
-		TH_LOG("unknown PTRACE_BTS_BACKEND=%s",
-		       getenv("PTRACE_BTS_BACKEND"));
-	}
-	if (want == PTRACE_BTS_BACKEND_ANY)
-		want = cpu_has_flag("bts") && !emulation_forced() ?
-		       PTRACE_BTS_BACKEND_HARDWARE :
-		       PTRACE_BTS_BACKEND_EMULATED;
 	self->pid = spawn_jmp(_metadata);
 	ASSERT_EQ(0, bts_config(_metadata, self->pid, 8 * BTS_REC,
 				BTS_TRACE_ALLOC, 0));
-	EXPECT_EQ(want, bts_backend(self->pid));
+	EXPECT_EQ(expected_backend(), bts_backend(self->pid));
 	rerun_jmp(_metadata, self->pid, 8);
 }
 

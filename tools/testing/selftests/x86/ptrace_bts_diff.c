@@ -11,9 +11,9 @@
  *   whether traced or not; the untraced run is a ptrace tracee too, only
  *   without branch tracing;
  * - emulated against hardware: where the backend under test is the CPU's
- *   (PTRACE_BTS_BACKEND=hardware), the same program traced by the emulated
- *   backend must leave the same records, record for record, over the
- *   whole run: both runs stop at each PTRACE_BTS_O_SIGNAL overflow and are
+ *   (/proc/cpuinfo lists "bts" and ds.force_emulation is off), the same
+ *   program traced by the emulated backend must leave the same records,
+ *   record for record, over the whole run: both runs stop at each PTRACE_BTS_O_SIGNAL overflow and are
  *   drained there, side by side, so no record is stored for long.
  *
  * Every traced run counts and digests all its records. Address space
@@ -629,18 +629,6 @@ out:
 	return same;
 }
 
-/* The backend PTRACE_BTS_BACKEND names in the environment, else ANY. */
-static int backend_under_test(void)
-{
-	const char *name = getenv("PTRACE_BTS_BACKEND");
-
-	if (name && !strcmp(name, "hardware"))
-		return PTRACE_BTS_BACKEND_HARDWARE;
-	if (name && !strcmp(name, "emulated"))
-		return PTRACE_BTS_BACKEND_EMULATED;
-	return PTRACE_BTS_BACKEND_ANY;
-}
-
 /* A fixed input: lines of pseudo-random words. */
 static void write_input(struct __test_metadata *_metadata)
 {
@@ -730,7 +718,7 @@ FIXTURE_TEARDOWN(diff)
 TEST_F_TIMEOUT(diff, traced_as_untraced, 240)
 {
 	char *const *argv = corpus[variant->program];
-	int backend = backend_under_test();
+	int backend = expected_backend();
 	struct diff_run plain, traced, emu;
 	long lost = 0;
 

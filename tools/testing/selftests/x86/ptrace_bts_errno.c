@@ -11,10 +11,10 @@
  * failed CONFIG leaves the tracee as it was: unconfigured, nothing charged,
  * every other request answering as for an untraced thread.
  *
- * Which of the three a kernel must give depends on its configuration and
- * the machine, which user space cannot read reliably (no /proc/config.gz in
- * a minimal kernel), so whoever boots the kernel says it: PTRACE_BTS_ERRNO
- * is EIO, EOPNOTSUPP or EBUSY. Without it these cases skip.
+ * Which of the three a kernel must give, it says itself: the requests
+ * come with the allocator's parameters in /sys/module/ds/, the emulated
+ * backend with ds.emulation, the CPU's BTS with the "bts" flag. Where a
+ * backend traces, there is nothing to refuse, and these cases skip.
  *
  * Then the errors of a tracer that may not have what it asks for, on every
  * kernel and machine: bts_policy, perf's access policy for the hardware
@@ -22,8 +22,7 @@
  * with and without CAP_PERFMON or CAP_SYS_ADMIN, for each backend request,
  * with and without ds.force_emulation; bts_dumpable, a tracee that stops
  * being dumpable in the middle of its trace. They learn what the machine
- * has from the kernel: the "bts" CPU flag and ds.emulation, and
- * PTRACE_BTS_ERRNO=EIO for a kernel without the requests.
+ * has in the same way.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -51,25 +50,19 @@
 #define PTRACE_BTS_FIRST	PTRACE_BTS_CONFIG
 #define PTRACE_BTS_LAST		PTRACE_BTS_DRAIN
 
-static const struct {
-	const char	*name;
-	int		err;
-} bts_errnos[] = {
-	{ "EIO", EIO }, { "EOPNOTSUPP", EOPNOTSUPP }, { "EBUSY", EBUSY },
-};
-
-/* The errno PTRACE_BTS_ERRNO names, 0 when unset, -1 when unknown. */
+/*
+ * The errno CONFIG must fail with on this kernel and machine: EIO without
+ * the requests, EOPNOTSUPP without a backend, EBUSY where there is no
+ * emulated backend and perf holds the CPU's BTS (the fixture's event); 0
+ * where a backend traces.
+ */
 static int expected_errno(void)
 {
-	const char *name = getenv("PTRACE_BTS_ERRNO");
-	unsigned int i;
-
-	if (!name)
+	if (!bts_requests_present())
+		return EIO;
+	if (bts_emulation_present())
 		return 0;
-	for (i = 0; i < ARRAY_SIZE(bts_errnos); i++)
-		if (!strcmp(name, bts_errnos[i].name))
-			return bts_errnos[i].err;
-	return -1;
+	return cpu_has_flag("bts") ? EBUSY : EOPNOTSUPP;
 }
 
 FIXTURE(bts_errno) {
@@ -87,11 +80,9 @@ FIXTURE_SETUP(bts_errno)
 	self->perf_fd = -1;
 	self->errno_expected = expected_errno();
 	if (!self->errno_expected)
-		SKIP(return, "PTRACE_BTS_ERRNO (EIO, EOPNOTSUPP or EBUSY) not set");
-	ASSERT_LT(0, self->errno_expected) {
-		TH_LOG("PTRACE_BTS_ERRNO=%s is not EIO, EOPNOTSUPP or EBUSY",
-		       getenv("PTRACE_BTS_ERRNO"));
-	}
+		SKIP(return, "a backend traces here: nothing to refuse");
+	if (self->errno_expected == EBUSY && !bts_hw_allowed())
+		SKIP(return, "perf's policy refuses this user BTS: see bts_policy");
 
 	self->tracee = fork();
 	ASSERT_LE(0, self->tracee);
@@ -242,11 +233,11 @@ TEST_F(bts_errno, other_requests)
 #ifndef CAP_PERFMON
 #define CAP_PERFMON		38
 #endif
-#define PERF_PARANOID		"/proc/sys/kernel/perf_event_paranoid"
-#define DS_EMULATION		"/sys/module/ds/parameters/emulation"
-#define DS_FORCE_EMULATION	"/sys/module/ds/parameters/force_emulation"
+#define DS_FORCE_EMULATION	DS_PARAM("force_emulation")
 /* The unprivileged user of the tracers and their tracees. */
 #define POLICY_UID		65534
+/* The saved uid of a tracee that changes its effective uid. */
+#define POLICY_UID2		65533
 /* No capability at all. */
 #define NO_CAP			-1
 #define POLICY_RECORDS		64
@@ -316,11 +307,9 @@ static int write_paranoid(int level)
 
 static void learn_machine(struct bts_machine *m)
 {
-	const char *err = getenv("PTRACE_BTS_ERRNO");
-
-	m->requests = !err || strcmp(err, "EIO");
+	m->requests = bts_requests_present();
 	m->hw = m->requests && cpu_has_flag("bts");
-	m->emu = m->requests && read_sysfs_char(DS_EMULATION) == 'Y';
+	m->emu = m->requests && bts_emulation_present();
 }
 
 /*
@@ -350,9 +339,11 @@ static int become_user(int cap)
 /*
  * A tracee of the tracer's user, stopped in its first ptrace stop. The
  * tracer's change of ids made its image not dumpable, and the fork copied
- * that: the tracee is an ordinary program again.
+ * that: the tracee is an ordinary program again. Forked by root, it stays
+ * root's, or with @uid2 it becomes POLICY_UID with POLICY_UID2 as its
+ * saved uid, which it may make its effective uid later.
  */
-static pid_t user_tracee(void (*body)(void))
+static pid_t user_tracee(void (*body)(void), bool uid2)
 {
 	int status;
 	pid_t pid;
@@ -361,6 +352,10 @@ static pid_t user_tracee(void (*body)(void))
 	if (pid < 0)
 		return -1;
 	if (pid == 0) {
+		if (uid2 && (setgroups(0, NULL) ||
+			     setresgid(POLICY_UID, POLICY_UID, POLICY_UID) ||
+			     setresuid(POLICY_UID, POLICY_UID, POLICY_UID2)))
+			_exit(1);
 		if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) ||
 		    sys_ptrace(PTRACE_TRACEME, 0, NULL, 0))
 			_exit(1);
@@ -376,8 +371,13 @@ static pid_t user_tracee(void (*body)(void))
 	return pid;
 }
 
-/* In a tracer of its own: CONFIG with @backend, as POLICY_UID with @cap. */
-static void policy_tracer(int cap, __u32 backend, int out)
+/*
+ * In a tracer of its own: CONFIG with @backend, as POLICY_UID with @cap,
+ * on a tracee of POLICY_UID, or with @foreign on one of root's that it
+ * traced while it was root: it may not read that one's state
+ * (PTRACE_MODE_READ_REALCREDS) as itself.
+ */
+static void policy_tracer(int cap, __u32 backend, bool foreign, int out)
 {
 	struct ptrace_bts_config cfg = {
 		.size		= POLICY_RECORDS * BTS_REC,
@@ -388,11 +388,13 @@ static void policy_tracer(int cap, __u32 backend, int out)
 	struct ptrace_bts_config status;
 	pid_t pid;
 
-	if (become_user(cap)) {
-		res.err = -errno;
+	pid = foreign ? user_tracee(NULL, false) : 0;
+	if (pid < 0 || become_user(cap)) {
+		res.err = pid < 0 ? -ECHILD : -errno;
 		goto out;
 	}
-	pid = user_tracee(NULL);
+	if (!foreign)
+		pid = user_tracee(NULL, false);
 	if (pid < 0) {
 		res.err = -ECHILD;
 		goto out;
@@ -403,7 +405,8 @@ static void policy_tracer(int cap, __u32 backend, int out)
 	memset(&status, 0, sizeof(status));
 	if (sys_ptrace(PTRACE_BTS_STATUS, pid, &status, sizeof(status)) > 0)
 		res.backend = status.backend;
-	kill(pid, SIGKILL);
+	/* Root's tracee takes no signal from this user: the tracer's. */
+	sys_ptrace(PTRACE_CONT, pid, NULL, SIGKILL);
 	waitpid(pid, NULL, 0);
 out:
 	if (write(out, &res, sizeof(res)) != sizeof(res))
@@ -411,7 +414,8 @@ out:
 	_exit(0);
 }
 
-static bool policy_run(int cap, __u32 backend, struct policy_result *res)
+static bool policy_run(int cap, __u32 backend, bool foreign,
+		       struct policy_result *res)
 {
 	int fds[2], status;
 	bool ok;
@@ -422,7 +426,7 @@ static bool policy_run(int cap, __u32 backend, struct policy_result *res)
 	pid = fork();
 	if (pid == 0) {
 		close(fds[0]);
-		policy_tracer(cap, backend, fds[1]);
+		policy_tracer(cap, backend, foreign, fds[1]);
 	}
 	close(fds[1]);
 	ok = pid > 0 && read(fds[0], res, sizeof(*res)) == sizeof(*res);
@@ -437,17 +441,19 @@ static bool policy_run(int cap, __u32 backend, struct policy_result *res)
  * The policy: the hardware where perf would give this tracer the same
  * trace as a perf event (the user-mode branch-instructions event with
  * period 1 on the tracee), and ds.force_emulation is off. Levels 0 to 2
- * restrict only kernel and CPU-wide events; from 3 on (Debian's
- * perf_paranoid_any()) perf_event_open() wants CAP_SYS_ADMIN, and
- * CAP_PERFMON is not enough. Missing BTS is EOPNOTSUPP before a refusal
- * is EACCES.
+ * restrict only kernel and CPU-wide events, and a task event needs
+ * CAP_PERFMON (or CAP_SYS_ADMIN) or the right to read the task's state
+ * (not a @foreign tracee's); from 3 on (Debian's perf_paranoid_any())
+ * perf_event_open() wants CAP_SYS_ADMIN, and CAP_PERFMON is not enough.
+ * Missing BTS is EOPNOTSUPP before a refusal is EACCES.
  *
  * Return: the backend CONFIG must get, or -errno.
  */
 static int policy_expect(const struct bts_machine *m, int level, int cap,
-			 __u32 backend, bool forced)
+			 __u32 backend, bool forced, bool foreign)
 {
-	bool allowed = level <= 2 || cap == CAP_SYS_ADMIN;
+	bool allowed = cap == CAP_SYS_ADMIN ||
+		       (level <= 2 && (!foreign || cap == CAP_PERFMON));
 
 	if (!m->requests)
 		return -EIO;
@@ -524,58 +530,62 @@ FIXTURE_TEARDOWN_PARENT(bts_policy)
 		write_file(DS_FORCE_EMULATION, self->saved_forced == 'Y' ? "1" : "0");
 }
 
+#define POLICY_FMT	"paranoid %d, %s, %s tracee, %s%s: "
+#define POLICY_ARGS	level, cap_name(cap), foreign ? "root's" : "own", \
+			backend_names[backend], forced ? ", forced emulation" : ""
+
 static void policy_check(struct __test_metadata *_metadata,
 			 const struct bts_machine *m, int level, int cap,
-			 __u32 backend, bool forced)
+			 __u32 backend, bool forced, bool foreign)
 {
-	int want = policy_expect(m, level, cap, backend, forced);
+	int want = policy_expect(m, level, cap, backend, forced, foreign);
 	struct policy_result res;
 
-	ASSERT_TRUE(policy_run(cap, backend, &res)) {
-		TH_LOG("the tracer (%s) did not report", cap_name(cap));
+	ASSERT_TRUE(policy_run(cap, backend, foreign, &res)) {
+		TH_LOG(POLICY_FMT "the tracer did not report", POLICY_ARGS);
 	}
 	if (want < 0) {
 		EXPECT_EQ(-1, res.ret);
 		EXPECT_EQ(-want, res.err) {
-			TH_LOG("paranoid %d, %s, %s%s: CONFIG gave %ld (%s), want %s",
-			       level, cap_name(cap), backend_names[backend],
-			       forced ? ", forced emulation" : "", res.ret,
-			       strerror(res.err), strerror(-want));
+			TH_LOG(POLICY_FMT "CONFIG gave %ld (%s), want %s",
+			       POLICY_ARGS, res.ret, strerror(res.err),
+			       strerror(-want));
 		}
 		return;
 	}
 	EXPECT_EQ(0, res.ret) {
-		TH_LOG("paranoid %d, %s, %s%s: CONFIG: %s, want backend %d",
-		       level, cap_name(cap), backend_names[backend],
-		       forced ? ", forced emulation" : "", strerror(res.err), want);
+		TH_LOG(POLICY_FMT "CONFIG: %s, want backend %d", POLICY_ARGS,
+		       strerror(res.err), want);
 	}
 	EXPECT_EQ((__u32)want, res.backend) {
-		TH_LOG("paranoid %d, %s, %s%s: STATUS says backend %u",
-		       level, cap_name(cap), backend_names[backend],
-		       forced ? ", forced emulation" : "", res.backend);
+		TH_LOG(POLICY_FMT "STATUS says backend %u", POLICY_ARGS,
+		       res.backend);
 	}
 }
 
 /*
  * At this paranoid level, each request of a tracer without capabilities,
- * with CAP_PERFMON and with CAP_SYS_ADMIN; again with ds.force_emulation
- * where there is an emulated backend to force.
+ * with CAP_PERFMON and with CAP_SYS_ADMIN, on a tracee of its own user and
+ * on one of root's; again with ds.force_emulation where there is an
+ * emulated backend to force.
  */
 TEST_F(bts_policy, matrix)
 {
 	static const int caps[] = { NO_CAP, CAP_PERFMON, CAP_SYS_ADMIN };
-	int forced, c;
+	int forced, foreign, c;
 	__u32 b;
 
 	for (forced = 0; forced <= self->machine.emu; forced++) {
 		if (self->machine.emu)
 			ASSERT_EQ(0, write_file(DS_FORCE_EMULATION,
 						forced ? "1" : "0"));
-		for (c = 0; c < ARRAY_SIZE(caps); c++)
-			for (b = PTRACE_BTS_BACKEND_ANY;
-			     b <= PTRACE_BTS_BACKEND_EMULATED; b++)
-				policy_check(_metadata, &self->machine,
-					     variant->level, caps[c], b, forced);
+		for (foreign = 0; foreign <= 1; foreign++)
+			for (c = 0; c < ARRAY_SIZE(caps); c++)
+				for (b = PTRACE_BTS_BACKEND_ANY;
+				     b <= PTRACE_BTS_BACKEND_EMULATED; b++)
+					policy_check(_metadata, &self->machine,
+						     variant->level, caps[c], b,
+						     forced, foreign);
 	}
 }
 
@@ -607,6 +617,23 @@ static void dumpable_body(void)
 	dumpable_loop();
 	raise(SIGSTOP);
 	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0))
+		_exit(4);
+	raise(SIGSTOP);
+}
+
+/*
+ * The same with a change of credentials: the effective uid becomes the
+ * saved one, which leaves the image not dumpable, and comes back.
+ */
+static void setuid_body(void)
+{
+	dumpable_loop();
+	if (setresuid(-1, POLICY_UID2, -1))
+		_exit(3);
+	dumpable_loop();
+	raise(SIGSTOP);
+	if (setresuid(-1, POLICY_UID, -1) ||
+	    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0))
 		_exit(4);
 	raise(SIGSTOP);
 }
@@ -648,8 +675,12 @@ static void reads_fail(pid_t pid, int err, int step)
 		     errno == err, step + 2, "DRAIN: %s", strerror(errno));
 }
 
-/* In a tracer without capabilities: trace, read at each of the stops. */
-static void dumpable_tracer(void)
+/*
+ * In a tracer without capabilities: trace, read at each of the stops. The
+ * tracee of @setuid was forked by root, but attached itself as its own
+ * user (PTRACE_TRACEME): the tracer never had CAP_SYS_PTRACE over it.
+ */
+static void dumpable_tracer(bool setuid)
 {
 	struct ptrace_bts_config cfg = {
 		.size	= DUMPABLE_RECORDS * BTS_REC,
@@ -659,9 +690,12 @@ static void dumpable_tracer(void)
 	long size, n;
 	pid_t pid;
 
+	pid = setuid ? user_tracee(setuid_body, true) : 0;
+	TRACER_CHECK(pid >= 0, 11, "no tracee");
 	TRACER_CHECK(!become_user(NO_CAP), 10, "become_user: %s",
 		     strerror(errno));
-	pid = user_tracee(dumpable_body);
+	if (!setuid)
+		pid = user_tracee(dumpable_body, false);
 	TRACER_CHECK(pid > 0, 11, "no tracee");
 	TRACER_CHECK(!sys_ptrace(PTRACE_BTS_CONFIG, pid, &cfg, sizeof(cfg)), 12,
 		     "CONFIG: %s", strerror(errno));
@@ -712,12 +746,7 @@ FIXTURE_TEARDOWN(bts_dumpable)
 {
 }
 
-/*
- * An unprivileged tracer (no CAP_SYS_PTRACE) of a tracee that calls
- * PR_SET_DUMPABLE(0) in the middle of its trace: from then on SIZE, GET
- * and DRAIN fail with EPERM, as CONFIG does, until PR_SET_DUMPABLE(1).
- */
-TEST_F(bts_dumpable, reads_follow_dumpable)
+static void dumpable_run(struct __test_metadata *_metadata, bool setuid)
 {
 	int status;
 	pid_t pid;
@@ -725,12 +754,28 @@ TEST_F(bts_dumpable, reads_follow_dumpable)
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0)
-		dumpable_tracer();
+		dumpable_tracer(setuid);
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	ASSERT_TRUE(WIFEXITED(status));
 	EXPECT_EQ(0, WEXITSTATUS(status)) {
 		TH_LOG("the tracer failed at step %d", WEXITSTATUS(status));
 	}
+}
+
+/*
+ * An unprivileged tracer (no CAP_SYS_PTRACE) of a tracee that calls
+ * PR_SET_DUMPABLE(0) in the middle of its trace: from then on SIZE, GET
+ * and DRAIN fail with EPERM, as CONFIG does, until PR_SET_DUMPABLE(1).
+ */
+TEST_F(bts_dumpable, reads_follow_dumpable)
+{
+	dumpable_run(_metadata, false);
+}
+
+/* The same where a setresuid() of the tracee ends its dumpable state. */
+TEST_F(bts_dumpable, reads_follow_setresuid)
+{
+	dumpable_run(_metadata, true);
 }
 
 TEST_HARNESS_MAIN

@@ -21,10 +21,14 @@
  * time, to the smallest one that still diverges, and dumps it.
  *
  * The test cases run a fixed number of blocks, in one worker process per
- * CPU (up to two). A long run, and the rerun of one block:
- *	ptrace_bts_fuzz [--backend hardware|emulated] --seed S --blocks N
- *	ptrace_bts_fuzz [--backend hardware|emulated] --block-seed X
- * "--backend none" runs each block untraced twice: a check of the test.
+ * CPU (up to two), on the backend the kernel says the machine has (see
+ * expected_backend()). A long run, the rerun of one block, and the test
+ * cases with another number of blocks each:
+ *	ptrace_bts_fuzz [--backend B] --seed S --blocks N
+ *	ptrace_bts_fuzz [--backend B] --block-seed X
+ *	ptrace_bts_fuzz [--backend B] [--case-blocks N] [harness options]
+ * (or --name=value). B is hardware, emulated or any; "none" runs each block untraced twice,
+ * a check of the test.
  */
 #define _GNU_SOURCE
 #include <elf.h>
@@ -1658,30 +1662,41 @@ static unsigned int fz_workers(void)
 	return n >= 2 ? 2 : 1;
 }
 
+/* The options of main(): --backend and --case-blocks. */
+static const char *fz_opt_backend;
+static unsigned long fz_opt_case_blocks;
+
+#define FZ_BACKEND_NONE		(-1)
+#define FZ_BACKEND_UNKNOWN	(-2)
+
 /*
- * The backend PTRACE_BTS_BACKEND names in the environment, else ANY; "none"
- * (-1) runs each block untraced twice, a check of the test itself.
+ * The backend --backend names, else the one the kernel says the machine
+ * has; "none" runs each block untraced twice, a check of the test itself.
  */
-static int fz_backend(const char *name)
+static int fz_backend(void)
 {
-	if (name && !strcmp(name, "none"))
-		return -1;
-	if (name && !strcmp(name, "hardware"))
+	const char *name = fz_opt_backend;
+
+	if (!name)
+		return expected_backend();
+	if (!strcmp(name, "none"))
+		return FZ_BACKEND_NONE;
+	if (!strcmp(name, "any"))
+		return PTRACE_BTS_BACKEND_ANY;
+	if (!strcmp(name, "hardware"))
 		return PTRACE_BTS_BACKEND_HARDWARE;
-	if (name && !strcmp(name, "emulated"))
+	if (!strcmp(name, "emulated"))
 		return PTRACE_BTS_BACKEND_EMULATED;
-	return PTRACE_BTS_BACKEND_ANY;
+	return FZ_BACKEND_UNKNOWN;
 }
 
-/* Blocks per test case; PTRACE_BTS_FUZZ_BLOCKS overrides. */
+/* Blocks per test case, unless --case-blocks says otherwise. */
 #define FZ_BLOCKS		1500
 #define FZ_BLOCKS_HW		1000
 
 static unsigned long fz_blocks(unsigned long dflt)
 {
-	const char *s = getenv("PTRACE_BTS_FUZZ_BLOCKS");
-
-	return s ? strtoul(s, NULL, 0) : dflt;
+	return fz_opt_case_blocks ?: dflt;
 }
 
 /* Each case its own seed. */
@@ -1712,7 +1727,7 @@ FIXTURE_TEARDOWN(fuzz)
  */
 TEST_F_TIMEOUT(fuzz, blocks_agree, 300)
 {
-	int backend = fz_backend(getenv("PTRACE_BTS_BACKEND"));
+	int backend = fz_backend();
 	struct fz_tally sum;
 
 	EXPECT_EQ(0, fz_parallel(variant->seed,
@@ -2364,7 +2379,7 @@ FIXTURE_TEARDOWN(xmod)
 TEST_F_TIMEOUT(xmod, results_hold, 240)
 {
 	const struct xm_form *form = &xm_forms[variant->form];
-	int backend = fz_backend(getenv("PTRACE_BTS_BACKEND"));
+	int backend = fz_backend();
 	struct xm_result *r = self->res;
 
 	ASSERT_EQ(0, xm_run(form, -1, r)) TH_LOG("untraced: %s", r->fail);
@@ -2393,13 +2408,12 @@ static void fz_usage(void)
 	fprintf(stderr,
 		"usage: ptrace_bts_fuzz [--backend B] --seed S --blocks N\n"
 		"       ptrace_bts_fuzz [--backend B] --block-seed X\n"
-		"       ptrace_bts_fuzz [kselftest harness options]\n"
+		"       ptrace_bts_fuzz [--backend B] [--case-blocks N] [harness options]\n"
 		"B: hardware, emulated, any or none (untraced twice)\n");
 }
 
 int main(int argc, char **argv)
 {
-	const char *backend = getenv("PTRACE_BTS_BACKEND");
 	unsigned long long seed = 1, block_seed = 0;
 	unsigned long blocks = 0;
 	struct fz_tally sum;
@@ -2407,24 +2421,38 @@ int main(int argc, char **argv)
 	struct fz_ctx c;
 	int i, bad;
 
-	for (i = 1; i + 1 < argc && !strncmp(argv[i], "--", 2); i += 2) {
-		if (!strcmp(argv[i], "--seed"))
-			seed = strtoull(argv[i + 1], NULL, 0);
-		else if (!strcmp(argv[i], "--blocks"))
-			blocks = strtoul(argv[i + 1], NULL, 0);
-		else if (!strcmp(argv[i], "--block-seed"))
-			block_seed = strtoull(argv[i + 1], NULL, 0);
-		else if (!strcmp(argv[i], "--backend"))
-			backend = argv[i + 1];
+	for (i = 1; i < argc && !strncmp(argv[i], "--", 2); i++) {
+		char *name = argv[i], *val = strchr(name, '=');
+
+		/* --name value, or --name=value */
+		if (val)
+			*val++ = 0;
+		else if (i + 1 < argc)
+			val = argv[++i];
 		else
 			break;
+		if (!strcmp(name, "--seed"))
+			seed = strtoull(val, NULL, 0);
+		else if (!strcmp(name, "--blocks"))
+			blocks = strtoul(val, NULL, 0);
+		else if (!strcmp(name, "--block-seed"))
+			block_seed = strtoull(val, NULL, 0);
+		else if (!strcmp(name, "--backend"))
+			fz_opt_backend = val;
+		else if (!strcmp(name, "--case-blocks"))
+			fz_opt_case_blocks = strtoul(val, NULL, 0);
+		else {
+			fz_usage();
+			return 2;
+		}
 	}
-	if (i < argc && (blocks || block_seed)) {
+	if (fz_backend() == FZ_BACKEND_UNKNOWN ||
+	    (i < argc && (blocks || block_seed))) {
 		fz_usage();
 		return 2;
 	}
 	if (block_seed) {
-		if (fz_init(&c, fz_backend(backend))) {
+		if (fz_init(&c, fz_backend())) {
 			perror("ptrace_bts_fuzz");
 			return 2;
 		}
@@ -2436,10 +2464,12 @@ int main(int argc, char **argv)
 		fz_fini(&c);
 		return bad;
 	}
-	if (!blocks)
-		return test_harness_run(argc, argv);
-	bad = fz_parallel(seed, blocks, fz_backend(backend), fz_workers(),
-			  &sum);
+	if (!blocks) {
+		/* The harness sees the program's name, then its own options. */
+		argv[i - 1] = argv[0];
+		return test_harness_run(argc - i + 1, argv + i - 1);
+	}
+	bad = fz_parallel(seed, blocks, fz_backend(), fz_workers(), &sum);
 	printf("%lu blocks, %lu runs, %lu records compared, %d divergence%s\n",
 	       sum.blocks, sum.runs, sum.records, bad, bad == 1 ? "" : "s");
 	return bad ? 1 : 0;

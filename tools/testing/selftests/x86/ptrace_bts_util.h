@@ -2,7 +2,8 @@
 /*
  * What the ptrace branch tracing selftests (ptrace_bts, ds_perf_bts,
  * ptrace_bts_errno) share: the raw ptrace call, the memory charge of the
- * trace buffers, the CPU's flags, and perf's BTS event.
+ * trace buffers, the CPU's flags, perf's BTS event, and what the kernel
+ * reports of the backends.
  */
 #ifndef PTRACE_BTS_UTIL_H
 #define PTRACE_BTS_UTIL_H
@@ -89,22 +90,86 @@ static inline int open_perf_bts(pid_t pid, bool disabled)
 	return syscall(SYS_perf_event_open, &attr, pid, -1, -1, 0);
 }
 
+#define DS_PARAM(name)		"/sys/module/ds/parameters/" name
+#define PERF_PARANOID		"/proc/sys/kernel/perf_event_paranoid"
+
+/* Is the boolean parameter at @path set? false where there is none. */
+static inline bool ds_param_on(const char *path)
+{
+	char c = 0;
+	FILE *f;
+
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (fread(&c, 1, 1, f) != 1)
+		c = 0;
+	fclose(f);
+	return c == 'Y';
+}
+
 /*
- * The backend the tracing must use, where the caller knows which one the
- * machine offers: PTRACE_BTS_BACKEND in the environment, "hardware" or
- * "emulated"; 0 when it is not set, -1 for a name this test does not know.
+ * Does this kernel have the PTRACE_BTS_* requests? They come with the
+ * Debug Store allocator, whose ds.meltdown_kernel is always there.
+ */
+static inline bool bts_requests_present(void)
+{
+	return !access(DS_PARAM("meltdown_kernel"), F_OK);
+}
+
+/* Does the kernel offer the emulated backend (ds.emulation)? */
+static inline bool bts_emulation_present(void)
+{
+	return ds_param_on(DS_PARAM("emulation"));
+}
+
+/*
+ * Would perf give this user BTS on its own tasks? Root, or a
+ * perf_event_paranoid of at most 2; an LSM is not asked.
+ */
+static inline bool bts_hw_allowed(void)
+{
+	char buf[16] = "";
+	FILE *f;
+
+	if (!geteuid())
+		return true;
+	f = fopen(PERF_PARANOID, "r");
+	if (!f)
+		return false;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = 0;
+	fclose(f);
+	return buf[0] && atoi(buf) <= 2;
+}
+
+/*
+ * The backend PTRACE_BTS_BACKEND_ANY must get, from what the kernel
+ * reports: the CPU's BTS ("bts" in /proc/cpuinfo) unless
+ * ds.force_emulation is set or perf's policy refuses it to this user,
+ * else the emulation.
  */
 static inline int expected_backend(void)
 {
-	const char *name = getenv("PTRACE_BTS_BACKEND");
-
-	if (!name || !*name)
-		return PTRACE_BTS_BACKEND_ANY;
-	if (!strcmp(name, "hardware"))
+	if (cpu_has_flag("bts") && !ds_param_on(DS_PARAM("force_emulation")) &&
+	    bts_hw_allowed())
 		return PTRACE_BTS_BACKEND_HARDWARE;
-	if (!strcmp(name, "emulated"))
-		return PTRACE_BTS_BACKEND_EMULATED;
-	return -1;
+	return PTRACE_BTS_BACKEND_EMULATED;
+}
+
+/* The name of @backend, a PTRACE_BTS_BACKEND_*, for messages. */
+static inline const char *backend_name(int backend)
+{
+	switch (backend) {
+	case PTRACE_BTS_BACKEND_ANY:
+		return "any";
+	case PTRACE_BTS_BACKEND_HARDWARE:
+		return "hardware";
+	case PTRACE_BTS_BACKEND_EMULATED:
+		return "emulated";
+	default:
+		return "unknown";
+	}
 }
 
 #endif /* PTRACE_BTS_UTIL_H */
