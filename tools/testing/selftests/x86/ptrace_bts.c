@@ -1080,17 +1080,15 @@ static bool have_emulation(void)
 	return !access(DS_PARAM("force_emulation"), F_OK);
 }
 
-static bool emulation_forced(void)
-{
-	return ds_param_on(DS_PARAM("force_emulation"));
-}
-
 /*
  * PTRACE_BTS_BACKEND_ANY gives the CPU's BTS, unless ds.force_emulation
  * (or perf's policy, for a user other than root), else the emulation.
  */
 TEST_F(bts, backend_reported)
 {
+	/* For whoever boots the kernel, to hold against the machine. */
+	ksft_print_msg("expected backend: %s\n",
+		       backend_name(expected_backend()));
 	self->pid = spawn_jmp(_metadata);
 	ASSERT_EQ(0, bts_config(_metadata, self->pid, 8 * BTS_REC,
 				BTS_TRACE_ALLOC, 0));
@@ -1128,7 +1126,7 @@ static void config_explicit(struct __test_metadata *_metadata, pid_t pid,
 TEST_F(bts, backend_hardware)
 {
 	self->pid = spawn_jmp(_metadata);
-	if (cpu_has_flag("bts") && emulation_forced()) {
+	if (cpu_has_bts() && bts_emulation_forced()) {
 		EXPECT_EQ(-1, bts_config_backend(self->pid, 8 * BTS_REC,
 						 BTS_TRACE_ALLOC, 0,
 						 PTRACE_BTS_BACKEND_HARDWARE));
@@ -1137,7 +1135,7 @@ TEST_F(bts, backend_hardware)
 		return;
 	}
 	config_explicit(_metadata, self->pid, PTRACE_BTS_BACKEND_HARDWARE,
-			cpu_has_flag("bts"));
+			cpu_has_bts());
 }
 
 /* PTRACE_BTS_BACKEND_EMULATED: the emulation, with or without BTS. */

@@ -19,10 +19,12 @@
  * Then the errors of a tracer that may not have what it asks for, on every
  * kernel and machine: bts_policy, perf's access policy for the hardware
  * backend at each perf_event_paranoid level, for an unprivileged tracer
- * with and without CAP_PERFMON or CAP_SYS_ADMIN, for each backend request,
- * with and without ds.force_emulation; bts_dumpable, a tracee that stops
- * being dumpable in the middle of its trace. They learn what the machine
- * has in the same way.
+ * with and without CAP_PERFMON, CAP_SYS_PTRACE or CAP_SYS_ADMIN, of its
+ * own user's tracee and of root's, for each backend request, with and
+ * without ds.force_emulation; bts_dumpable, a tracee that stops being
+ * dumpable in the middle of its trace, by PR_SET_DUMPABLE or setresuid(),
+ * with PTRACE_PEEKDATA as the oracle of who may still read it. They learn
+ * what the machine has in the same way.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -62,7 +64,7 @@ static int expected_errno(void)
 		return EIO;
 	if (bts_emulation_present())
 		return 0;
-	return cpu_has_flag("bts") ? EBUSY : EOPNOTSUPP;
+	return cpu_has_bts() ? EBUSY : EOPNOTSUPP;
 }
 
 FIXTURE(bts_errno) {
@@ -308,7 +310,7 @@ static int write_paranoid(int level)
 static void learn_machine(struct bts_machine *m)
 {
 	m->requests = bts_requests_present();
-	m->hw = m->requests && cpu_has_flag("bts");
+	m->hw = m->requests && cpu_has_bts();
 	m->emu = m->requests && bts_emulation_present();
 }
 
@@ -340,10 +342,11 @@ static int become_user(int cap)
  * A tracee of the tracer's user, stopped in its first ptrace stop. The
  * tracer's change of ids made its image not dumpable, and the fork copied
  * that: the tracee is an ordinary program again. Forked by root, it stays
- * root's, or with @uid2 it becomes POLICY_UID with POLICY_UID2 as its
- * saved uid, which it may make its effective uid later.
+ * root's, unless @suid names a saved uid: then it becomes POLICY_UID,
+ * with @suid as its saved uid, which it may make its effective uid later.
+ * PTRACE_TRACEME records the tracee's own credentials as its tracer's.
  */
-static pid_t user_tracee(void (*body)(void), bool uid2)
+static pid_t user_tracee(void (*body)(void), uid_t suid)
 {
 	int status;
 	pid_t pid;
@@ -352,9 +355,9 @@ static pid_t user_tracee(void (*body)(void), bool uid2)
 	if (pid < 0)
 		return -1;
 	if (pid == 0) {
-		if (uid2 && (setgroups(0, NULL) ||
+		if (suid && (setgroups(0, NULL) ||
 			     setresgid(POLICY_UID, POLICY_UID, POLICY_UID) ||
-			     setresuid(POLICY_UID, POLICY_UID, POLICY_UID2)))
+			     setresuid(POLICY_UID, POLICY_UID, suid)))
 			_exit(1);
 		if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) ||
 		    sys_ptrace(PTRACE_TRACEME, 0, NULL, 0))
@@ -388,13 +391,13 @@ static void policy_tracer(int cap, __u32 backend, bool foreign, int out)
 	struct ptrace_bts_config status;
 	pid_t pid;
 
-	pid = foreign ? user_tracee(NULL, false) : 0;
+	pid = foreign ? user_tracee(NULL, 0) : 0;
 	if (pid < 0 || become_user(cap)) {
 		res.err = pid < 0 ? -ECHILD : -errno;
 		goto out;
 	}
 	if (!foreign)
-		pid = user_tracee(NULL, false);
+		pid = user_tracee(NULL, 0);
 	if (pid < 0) {
 		res.err = -ECHILD;
 		goto out;
@@ -443,7 +446,7 @@ static bool policy_run(int cap, __u32 backend, bool foreign,
  * period 1 on the tracee), and ds.force_emulation is off. Levels 0 to 2
  * restrict only kernel and CPU-wide events, and a task event needs
  * CAP_PERFMON (or CAP_SYS_ADMIN) or the right to read the task's state
- * (not a @foreign tracee's); from 3 on (Debian's perf_paranoid_any())
+ * (a @foreign tracee's only with CAP_SYS_PTRACE); from 3 on (Debian's perf_paranoid_any())
  * perf_event_open() wants CAP_SYS_ADMIN, and CAP_PERFMON is not enough.
  * Missing BTS is EOPNOTSUPP before a refusal is EACCES.
  *
@@ -453,7 +456,8 @@ static int policy_expect(const struct bts_machine *m, int level, int cap,
 			 __u32 backend, bool forced, bool foreign)
 {
 	bool allowed = cap == CAP_SYS_ADMIN ||
-		       (level <= 2 && (!foreign || cap == CAP_PERFMON));
+		       (level <= 2 && (!foreign || cap == CAP_PERFMON ||
+				       cap == CAP_SYS_PTRACE));
 
 	if (!m->requests)
 		return -EIO;
@@ -480,6 +484,8 @@ static const char *cap_name(int cap)
 	switch (cap) {
 	case CAP_PERFMON:
 		return "CAP_PERFMON";
+	case CAP_SYS_PTRACE:
+		return "CAP_SYS_PTRACE";
 	case CAP_SYS_ADMIN:
 		return "CAP_SYS_ADMIN";
 	default:
@@ -565,13 +571,15 @@ static void policy_check(struct __test_metadata *_metadata,
 
 /*
  * At this paranoid level, each request of a tracer without capabilities,
- * with CAP_PERFMON and with CAP_SYS_ADMIN, on a tracee of its own user and
- * on one of root's; again with ds.force_emulation where there is an
+ * with CAP_PERFMON, CAP_SYS_PTRACE and CAP_SYS_ADMIN, on a tracee of its
+ * own user and on one of root's; again with ds.force_emulation where there is an
  * emulated backend to force.
  */
 TEST_F(bts_policy, matrix)
 {
-	static const int caps[] = { NO_CAP, CAP_PERFMON, CAP_SYS_ADMIN };
+	static const int caps[] = {
+		NO_CAP, CAP_PERFMON, CAP_SYS_PTRACE, CAP_SYS_ADMIN,
+	};
 	int forced, foreign, c;
 	__u32 b;
 
@@ -659,7 +667,10 @@ static void tracee_resume_to_stop(pid_t pid, int step)
 		     "the tracee did not stop (status %#x)", status);
 }
 
-/* Every request that shows records, or their number, fails with @err. */
+/*
+ * Every request that shows records, or their number, fails with @err;
+ * PTRACE_PEEKDATA, whose rule they follow, fails too (EIO).
+ */
 static void reads_fail(pid_t pid, int err, int step)
 {
 	struct bts_struct buf[DUMPABLE_RECORDS];
@@ -673,66 +684,138 @@ static void reads_fail(pid_t pid, int err, int step)
 	errno = 0;
 	TRACER_CHECK(sys_ptrace(PTRACE_BTS_DRAIN, pid, buf, sizeof(buf)) == -1 &&
 		     errno == err, step + 2, "DRAIN: %s", strerror(errno));
+	errno = 0;
+	TRACER_CHECK(sys_ptrace(PTRACE_PEEKDATA, pid, &dumpable_sink, 0) == -1 &&
+		     errno == EIO, step + 3, "the control, PEEKDATA: %s",
+		     strerror(errno));
 }
 
 /*
- * In a tracer without capabilities: trace, read at each of the stops. The
- * tracee of @setuid was forked by root, but attached itself as its own
- * user (PTRACE_TRACEME): the tracer never had CAP_SYS_PTRACE over it.
+ * The records are there: SIZE at least @least, GET and DRAIN of all; and
+ * PTRACE_PEEKDATA reads too.
  */
-static void dumpable_tracer(bool setuid)
+static void reads_work(pid_t pid, long least, int step)
+{
+	struct bts_struct buf[DUMPABLE_RECORDS];
+	long size, n;
+
+	size = sys_ptrace(PTRACE_BTS_SIZE, pid, NULL, 0);
+	TRACER_CHECK(size >= least, step, "SIZE %ld: %s", size,
+		     strerror(errno));
+	TRACER_CHECK(!sys_ptrace(PTRACE_BTS_GET, pid, buf, 0), step + 1,
+		     "GET: %s", strerror(errno));
+	n = sys_ptrace(PTRACE_BTS_DRAIN, pid, buf, sizeof(buf));
+	TRACER_CHECK(n == size, step + 2, "DRAIN %ld of %ld: %s", n, size,
+		     strerror(errno));
+	errno = 0;
+	sys_ptrace(PTRACE_PEEKDATA, pid, &dumpable_sink, 0);
+	TRACER_CHECK(!errno, step + 3, "the control, PEEKDATA: %s",
+		     strerror(errno));
+}
+
+/*
+ * Who traces whom, and how the tracee stops being dumpable. What the
+ * trace's reads may do is what PTRACE_PEEKDATA may: decided by the
+ * credentials the ptrace link recorded, not by the tracer's own.
+ */
+enum dumpable_how {
+	/* an unprivileged tracer of its own user's tracee, PR_SET_DUMPABLE */
+	DUMPABLE_PRCTL,
+	/* the same tracee, by setresuid() to its saved uid */
+	DUMPABLE_SETRESUID,
+	/* root's tracee (PTRACE_TRACEME as root), the tracer no longer root */
+	DUMPABLE_ROOT_TRACEE,
+	/* root the tracer, but PTRACE_TRACEME recorded the tracee's user */
+	DUMPABLE_ROOT_TRACER,
+};
+
+/* In a tracer of its own: trace, read at each of the tracee's stops. */
+static void dumpable_tracer(enum dumpable_how how, int backend)
 {
 	struct ptrace_bts_config cfg = {
 		.size	= DUMPABLE_RECORDS * BTS_REC,
 		.flags	= BTS_TRACE_ALLOC,
 	};
-	struct bts_struct buf[DUMPABLE_RECORDS];
-	long size, n;
-	pid_t pid;
+	/* The rule lets the recorded root through, and no one else. */
+	bool refused = how != DUMPABLE_ROOT_TRACEE;
+	pid_t pid = 0;
 
-	pid = setuid ? user_tracee(setuid_body, true) : 0;
-	TRACER_CHECK(pid >= 0, 11, "no tracee");
-	TRACER_CHECK(!become_user(NO_CAP), 10, "become_user: %s",
-		     strerror(errno));
-	if (!setuid)
-		pid = user_tracee(dumpable_body, false);
-	TRACER_CHECK(pid > 0, 11, "no tracee");
-	TRACER_CHECK(!sys_ptrace(PTRACE_BTS_CONFIG, pid, &cfg, sizeof(cfg)), 12,
+	switch (how) {
+	case DUMPABLE_PRCTL:
+		break;
+	case DUMPABLE_SETRESUID:
+		pid = user_tracee(setuid_body, POLICY_UID2);
+		break;
+	case DUMPABLE_ROOT_TRACEE:
+		pid = user_tracee(dumpable_body, 0);
+		break;
+	case DUMPABLE_ROOT_TRACER:
+		pid = user_tracee(dumpable_body, POLICY_UID);
+		break;
+	}
+	TRACER_CHECK(pid >= 0, 10, "no tracee");
+	/*
+	 * CAP_PERFMON: perf's policy gives the hardware where there is one
+	 * (a tracee whose ids are not all the tracer's is not its to read
+	 * otherwise), and the dumpable rule does not look at it.
+	 */
+	if (how != DUMPABLE_ROOT_TRACER)
+		TRACER_CHECK(!become_user(CAP_PERFMON), 11, "become_user: %s",
+			     strerror(errno));
+	if (how == DUMPABLE_PRCTL)
+		pid = user_tracee(dumpable_body, 0);
+	TRACER_CHECK(pid > 0, 12, "no tracee");
+	TRACER_CHECK(!sys_ptrace(PTRACE_BTS_CONFIG, pid, &cfg, sizeof(cfg)), 13,
 		     "CONFIG: %s", strerror(errno));
+	TRACER_CHECK(sys_ptrace(PTRACE_BTS_STATUS, pid, &cfg, sizeof(cfg)) > 0 &&
+		     cfg.backend == backend, 14, "STATUS: backend %u, want %d",
+		     cfg.backend, backend);
 
-	/* Stopped while not dumpable: nothing of the trace shows. */
-	tracee_resume_to_stop(pid, 13);
-	reads_fail(pid, EPERM, 14);
-	/* STATUS shows the configuration only; it still works. */
-	TRACER_CHECK(sys_ptrace(PTRACE_BTS_STATUS, pid, &cfg, sizeof(cfg)) > 0,
-		     17, "STATUS: %s", strerror(errno));
-	/* Not even to a CONFIG that keeps the buffer. */
-	cfg.flags = PTRACE_BTS_O_TRACE;
-	cfg.backend = PTRACE_BTS_BACKEND_ANY;
-	errno = 0;
-	TRACER_CHECK(sys_ptrace(PTRACE_BTS_CONFIG, pid, &cfg, sizeof(cfg)) == -1 &&
-		     errno == EPERM, 18, "CONFIG: %s", strerror(errno));
+	/* Stopped while not dumpable. */
+	tracee_resume_to_stop(pid, 15);
+	if (refused) {
+		reads_fail(pid, EPERM, 16);
+		/* STATUS shows the configuration only; it still works. */
+		TRACER_CHECK(sys_ptrace(PTRACE_BTS_STATUS, pid, &cfg,
+					sizeof(cfg)) > 0, 20,
+			     "STATUS: %s", strerror(errno));
+		/* Not even to a CONFIG that keeps the buffer. */
+		cfg.flags = PTRACE_BTS_O_TRACE;
+		cfg.backend = PTRACE_BTS_BACKEND_ANY;
+		errno = 0;
+		TRACER_CHECK(sys_ptrace(PTRACE_BTS_CONFIG, pid, &cfg,
+					sizeof(cfg)) == -1 && errno == EPERM,
+			     21, "CONFIG: %s", strerror(errno));
+	} else {
+		reads_work(pid, 32, 16);
+	}
 
 	/* Dumpable again: the records are there, those of before too. */
-	tracee_resume_to_stop(pid, 19);
-	size = sys_ptrace(PTRACE_BTS_SIZE, pid, NULL, 0);
-	TRACER_CHECK(size >= 32, 20, "SIZE %ld: %s", size, strerror(errno));
-	TRACER_CHECK(!sys_ptrace(PTRACE_BTS_GET, pid, buf, 0), 21,
-		     "GET: %s", strerror(errno));
-	n = sys_ptrace(PTRACE_BTS_DRAIN, pid, buf, sizeof(buf));
-	TRACER_CHECK(n == size, 22, "DRAIN %ld of %ld: %s", n, size,
-		     strerror(errno));
-	kill(pid, SIGKILL);
+	tracee_resume_to_stop(pid, 22);
+	reads_work(pid, refused ? 32 : 1, 23);
+	sys_ptrace(PTRACE_CONT, pid, NULL, SIGKILL);
 	waitpid(pid, NULL, 0);
 	_exit(0);
 }
 
 FIXTURE(bts_dumpable) {
 	struct bts_machine machine;
+	int saved_paranoid;
 };
 
+FIXTURE_VARIANT(bts_dumpable) {
+	enum dumpable_how how;
+};
+
+FIXTURE_VARIANT_ADD(bts_dumpable, prctl) { .how = DUMPABLE_PRCTL };
+FIXTURE_VARIANT_ADD(bts_dumpable, setresuid) { .how = DUMPABLE_SETRESUID };
+FIXTURE_VARIANT_ADD(bts_dumpable, root_tracee) { .how = DUMPABLE_ROOT_TRACEE };
+FIXTURE_VARIANT_ADD(bts_dumpable, root_tracer) { .how = DUMPABLE_ROOT_TRACER };
+
+/* At paranoid 2, where CAP_PERFMON is enough for the hardware. */
 FIXTURE_SETUP(bts_dumpable)
 {
+	self->saved_paranoid = INT32_MIN;
 	if (geteuid())
 		SKIP(return, "needs root: it changes users");
 	learn_machine(&self->machine);
@@ -740,42 +823,42 @@ FIXTURE_SETUP(bts_dumpable)
 		SKIP(return, "no PTRACE_BTS_* requests");
 	if (!self->machine.hw && !self->machine.emu)
 		SKIP(return, "no backend to trace with");
+	self->saved_paranoid = read_paranoid();
+	ASSERT_NE(INT32_MIN, self->saved_paranoid) {
+		TH_LOG(PERF_PARANOID ": %m");
+	}
+	ASSERT_EQ(0, write_paranoid(2));
 }
 
-FIXTURE_TEARDOWN(bts_dumpable)
+FIXTURE_TEARDOWN_PARENT(bts_dumpable)
 {
+	if (self->saved_paranoid != INT32_MIN)
+		write_paranoid(self->saved_paranoid);
 }
 
-static void dumpable_run(struct __test_metadata *_metadata, bool setuid)
+/*
+ * A tracee that stops being dumpable in the middle of its trace: from
+ * then on SIZE, GET and DRAIN fail with EPERM, as CONFIG does and as
+ * PTRACE_PEEKDATA does, until it is dumpable again; unless the ptrace
+ * link recorded CAP_SYS_PTRACE over it. The tracer runs without
+ * CAP_SYS_PTRACE, except as root over a tracee that attached itself.
+ */
+TEST_F(bts_dumpable, reads_follow_dumpable)
 {
+	int backend = self->machine.hw && !bts_emulation_forced() ?
+		      PTRACE_BTS_BACKEND_HARDWARE : PTRACE_BTS_BACKEND_EMULATED;
 	int status;
 	pid_t pid;
 
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0)
-		dumpable_tracer(setuid);
+		dumpable_tracer(variant->how, backend);
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	ASSERT_TRUE(WIFEXITED(status));
 	EXPECT_EQ(0, WEXITSTATUS(status)) {
 		TH_LOG("the tracer failed at step %d", WEXITSTATUS(status));
 	}
-}
-
-/*
- * An unprivileged tracer (no CAP_SYS_PTRACE) of a tracee that calls
- * PR_SET_DUMPABLE(0) in the middle of its trace: from then on SIZE, GET
- * and DRAIN fail with EPERM, as CONFIG does, until PR_SET_DUMPABLE(1).
- */
-TEST_F(bts_dumpable, reads_follow_dumpable)
-{
-	dumpable_run(_metadata, false);
-}
-
-/* The same where a setresuid() of the tracee ends its dumpable state. */
-TEST_F(bts_dumpable, reads_follow_setresuid)
-{
-	dumpable_run(_metadata, true);
 }
 
 TEST_HARNESS_MAIN

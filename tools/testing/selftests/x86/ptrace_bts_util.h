@@ -70,6 +70,40 @@ static inline bool cpu_has_flag(const char *flag)
 	return found;
 }
 
+/* Does the first "@field : value" line of /proc/cpuinfo have @value? */
+static inline bool cpu_info_is(const char *field, const char *value)
+{
+	char line[256], *val;
+	bool is = false;
+	FILE *f;
+
+	f = fopen("/proc/cpuinfo", "r");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		val = strchr(line, ':');
+		if (!val || strncmp(line, field, strlen(field)) ||
+		    (line[strlen(field)] != ' ' && line[strlen(field)] != '\t'))
+			continue;
+		val[strcspn(val, "\n")] = 0;
+		is = !strcmp(val + 1 + strspn(val + 1, " "), value);
+		break;
+	}
+	fclose(f);
+	return is;
+}
+
+/*
+ * Does the kernel drive this CPU's BTS? An Intel CPU that lists "bts" and
+ * the 64-bit save area ("dtes64"), not a NetBurst (family 15) one.
+ */
+static inline bool cpu_has_bts(void)
+{
+	return cpu_has_flag("bts") && cpu_has_flag("dtes64") &&
+	       cpu_info_is("vendor_id", "GenuineIntel") &&
+	       !cpu_info_is("cpu family", "15");
+}
+
 /*
  * perf's BTS event on @pid (0: this task): every user-mode branch as a
  * sample. While it exists, perf holds the Debug Store.
@@ -125,7 +159,8 @@ static inline bool bts_emulation_present(void)
 
 /*
  * Would perf give this user BTS on its own tasks? Root, or a
- * perf_event_paranoid of at most 2; an LSM is not asked.
+ * perf_event_paranoid of at most 2. Root is taken to have CAP_SYS_ADMIN,
+ * and no security module to refuse it.
  */
 static inline bool bts_hw_allowed(void)
 {
@@ -143,16 +178,21 @@ static inline bool bts_hw_allowed(void)
 	return buf[0] && atoi(buf) <= 2;
 }
 
+/* Does ds.force_emulation keep tracers off the CPU's BTS? */
+static inline bool bts_emulation_forced(void)
+{
+	return bts_emulation_present() &&
+	       ds_param_on(DS_PARAM("force_emulation"));
+}
+
 /*
  * The backend PTRACE_BTS_BACKEND_ANY must get, from what the kernel
- * reports: the CPU's BTS ("bts" in /proc/cpuinfo) unless
- * ds.force_emulation is set or perf's policy refuses it to this user,
- * else the emulation.
+ * reports: the CPU's BTS (cpu_has_bts()) unless ds.force_emulation is set
+ * or perf's policy refuses it to this user, else the emulation.
  */
 static inline int expected_backend(void)
 {
-	if (cpu_has_flag("bts") && !ds_param_on(DS_PARAM("force_emulation")) &&
-	    bts_hw_allowed())
+	if (cpu_has_bts() && !bts_emulation_forced() && bts_hw_allowed())
 		return PTRACE_BTS_BACKEND_HARDWARE;
 	return PTRACE_BTS_BACKEND_EMULATED;
 }

@@ -36,8 +36,9 @@
  *	  there is none) and only the flags change; cfg->backend must then
  *	  be PTRACE_BTS_BACKEND_ANY or the backend in use (EINVAL).
  *	With PTRACE_BTS_O_TRACE, EPERM if the tracee is not dumpable, unless
- *	the tracer had CAP_SYS_PTRACE over it when it attached, as for
- *	PTRACE_PEEKTEXT.
+ *	the credentials the ptrace link recorded have CAP_SYS_PTRACE over it
+ *	(the tracer's at PTRACE_ATTACH or PTRACE_SEIZE, the tracee's own at
+ *	PTRACE_TRACEME), as for PTRACE_PEEKTEXT.
  * ptrace(PTRACE_BTS_STATUS, pid, struct ptrace_bts_config *cfg, size_t len)
  *	Fill min(len, sizeof(*cfg)) bytes: buffer size in bytes (whole
  *	records; 0 when not configured), the O_TRACE/O_SCHED/O_SIGNAL flags,
@@ -48,7 +49,7 @@
  *	Returns the number of records available. SIZE, GET and DRAIN ask
  *	CONFIG's dumpable rule at every request: EPERM while the tracee is
  *	not dumpable (PR_SET_DUMPABLE 0, a change of credentials), unless
- *	the tracer had CAP_SYS_PTRACE over it when it attached.
+ *	the ptrace link's credentials have CAP_SYS_PTRACE over it.
  * ptrace(PTRACE_BTS_GET, pid, struct bts_struct *rec, unsigned long index)
  *	Copy one record; index 0 is the newest. EINVAL if index >= SIZE.
  *	Returns 0.
