@@ -60,11 +60,15 @@
  */
 static int expected_errno(void)
 {
+	int err = EOPNOTSUPP;
+
 	if (!bts_requests_present())
-		return EIO;
-	if (bts_emulation_present())
-		return 0;
-	return cpu_has_bts() ? EBUSY : EOPNOTSUPP;
+		err = EIO;
+	else if (bts_emulation_present())
+		err = 0;
+	else if (cpu_has_bts())
+		err = EBUSY;
+	return err;
 }
 
 FIXTURE(bts_errno) {

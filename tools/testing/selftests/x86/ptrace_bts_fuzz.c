@@ -2431,17 +2431,17 @@ int main(int argc, char **argv)
 			val = argv[++i];
 		else
 			break;
-		if (!strcmp(name, "--seed"))
+		if (!strcmp(name, "--seed")) {
 			seed = strtoull(val, NULL, 0);
-		else if (!strcmp(name, "--blocks"))
+		} else if (!strcmp(name, "--blocks")) {
 			blocks = strtoul(val, NULL, 0);
-		else if (!strcmp(name, "--block-seed"))
+		} else if (!strcmp(name, "--block-seed")) {
 			block_seed = strtoull(val, NULL, 0);
-		else if (!strcmp(name, "--backend"))
+		} else if (!strcmp(name, "--backend")) {
 			fz_opt_backend = val;
-		else if (!strcmp(name, "--case-blocks"))
+		} else if (!strcmp(name, "--case-blocks")) {
 			fz_opt_case_blocks = strtoul(val, NULL, 0);
-		else {
+		} else {
 			fz_usage();
 			return 2;
 		}
