@@ -183,6 +183,8 @@ tools: headers
 	@mkdir -p $(BUILD)/bts
 	@$(MAKE) -s -C $(SRC)/tools/bts OUTPUT=$(BUILD)/bts/ \
 		KHDR_INCLUDES="-isystem $(OBJ)/usr/include"
+	@gcc -static -O2 -Wall -Werror -isystem $(OBJ)/usr/include \
+		-o $(BUILD)/bts/kexec-ds $(TOP)/vm/kexec-ds.c
 
 initramfs: selftests tools
 	@cp $(TOP)/vm/demo.sh $(BUILD)/bts/demo
@@ -237,7 +239,9 @@ run-initramfs:
 	@echo "$(RUN_PROGS)" | tr , '\n' >$(BUILD)/initramfs/$(RUN).list
 	@PROGS=$(RUN_PROGS) LIST=$(BUILD)/initramfs/$(RUN).list \
 		$(if $(filter i386,$(RUN)),BUSYBOX=$(BUILD)/busybox32/busybox) \
-		$(TOP)/mk/initramfs.sh $(BUILD)/initramfs/$(RUN).cpio.gz $(KSFT)
+		$(if $(filter kexec,$(RUN)),KEXEC_KERNEL=$(OBJ)/arch/x86/boot/bzImage) \
+		$(TOP)/mk/initramfs.sh $(BUILD)/initramfs/$(RUN).cpio.gz $(KSFT) \
+		$(if $(filter kexec,$(RUN)),$(BUILD)/bts/kexec-ds)
 
 run: run-kernel initramfs
 	@VM_APPEND="kunit.enable=0 $(VM_APPEND)" \

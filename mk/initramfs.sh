@@ -5,7 +5,8 @@
 # LIST names the file of kselftests (collection:test, one a line) that
 # run_kselftest.sh runs by default in the VM (make shell); PROGS (the same,
 # comma-separated) leaves every other kselftest out; BUSYBOX (default
-# /bin/busybox) makes the i386 variant.
+# /bin/busybox) makes the i386 variant; KEXEC_KERNEL puts that bzImage in
+# /boot, with an initramfs of busybox and vm/init alone to kexec it with.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$1 ksft=$2
@@ -61,6 +62,20 @@ grep -v '^#' "$LIST" | grep . > "$root/kselftest/tests.list" || true
 for bin in "$@"; do
 	install -m 755 "$bin" "$root/usr/bin/"
 done
+
+if [ -n "${KEXEC_KERNEL:-}" ]; then
+	mkdir -p "$root/boot"
+	cp "$KEXEC_KERNEL" "$root/boot/bzImage"
+	inner=$(mktemp -d "${out%/*}/initramfs-kexec.XXXXXX")
+	trap 'rm -rf "$root" "$inner"' EXIT
+	chmod 755 "$inner"
+	mkdir -p "$inner"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp,root,etc}
+	cp "$root/bin/busybox" "$inner/bin/busybox"
+	ln -s busybox "$inner/bin/sh"
+	install -m 755 "$top/vm/init" "$inner/init"
+	(cd "$inner" && find . | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0) |
+		gzip -1 > "$root/boot/initrd.gz"
+fi
 
 (cd "$root" && find . | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0) | gzip -1 > "$out.tmp"
 mv "$out.tmp" "$out"

@@ -114,6 +114,9 @@ RUNS = [
     # report, after rcu_cpu_stall_timeout, must not come first)
     ("watchdog", "kernel", PMU_CPU, HW + " vm.lockup=1 rcupdate.rcu_cpu_stall_timeout=100"
      " kunit.filter_glob=x86_ds_hw", {"VM_WATCHDOG": "nmi_watchdog=1"}),
+    # kexec into the same kernel while a hardware trace records: the new
+    # kernel finds the Debug Store clear
+    ("kexec", "kernel", BTS_CPU, HW + " vm.kexec=1 kunit.filter_glob=x86_ds_hw", {}),
     # the 32-bit kernel and userspace
     ("i386", "i386-kernel", None, EMU, {}),
     # without X86_DS every request is EIO
@@ -235,7 +238,8 @@ def make_jobs(runs, only):
     for name, kernel, cpu, append, env in RUNS:
         if name not in runs:
             continue
-        needs = ["selftests"] + (["busybox32"] if name == "i386" else [])
+        needs = ["selftests"] + (["busybox32"] if name == "i386" else []) + \
+            (["kernel"] if name == "kexec" else [])
         add(Job("initramfs-" + name, MAKE + ["run-initramfs", "RUN=" + name,
                                              "RUN_PROGS=" + ",".join(
                                                  progs[name] + [p for p in emu[name]

@@ -84,6 +84,7 @@
 #include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/rcupdate.h>
+#include <linux/reboot.h>
 #include <linux/sched.h>
 #include <linux/sched/coredump.h>
 #include <linux/sched/mm.h>
@@ -375,6 +376,11 @@ static const struct ds_backend *ds_emulated;
 static unsigned int ds_nr_emulated;
 
 static struct ds_hw_caps ds_caps;
+/*
+ * Set for good once the machine reboots, kexecs or powers off: no CPU arms
+ * the hardware again, and hardware requests fail; see ds_reboot_notify().
+ */
+static bool ds_halted;
 
 /*
  * Kernel-mode records of per-CPU tracers sit in the staging buffers, which
@@ -488,11 +494,17 @@ static u64 ds_msr_swap_pebs_data_cfg(u64 val)
  * of a not-present PTE (SDM vol. 3, 4.10.2.3), and every unmap is flushed
  * before the slot is handed out again.
  */
+/*
+ * No flush of other CPUs, where perf's ds_update_cea() flushed every CPU
+ * for each buffer it mapped: the slot is not present before, since every
+ * unmap (ds_stage_free_all(), ds_perf_unmap_buffer()) is flushed on all
+ * CPUs before its pages go, and x86 never caches a translation that is not
+ * present (SDM vol. 3, 4.10.2.3). cea_set_pte() flushes this CPU's entry.
+ */
 static void ds_msr_map(void *cea, void *buf, size_t size)
 {
 	size_t off;
 
-	/* cea_set_pte() also flushes the local TLB entry: one CPU for all. */
 	preempt_disable();
 	for (off = 0; off < size; off += PAGE_SIZE)
 		cea_set_pte(cea + off, virt_to_phys(buf + off), PAGE_KERNEL);
@@ -884,7 +896,7 @@ static struct ds_tracer *ds_tracer_alloc(enum ds_kind kind, bool per_cpu,
 	if (cfg->size < size || cfg->threshold > cfg->size / size)
 		return ERR_PTR(-EINVAL);
 
-	tracer = kzalloc(sizeof(*tracer), GFP_KERNEL);
+	tracer = kzalloc(sizeof(*tracer), GFP_KERNEL_ACCOUNT);
 	if (!tracer)
 		return ERR_PTR(-ENOMEM);
 	tracer->kind = kind;
@@ -1192,7 +1204,7 @@ static void ds_cpu_activate(struct ds_cpu *dc, enum ds_kind kind)
 {
 	lockdep_assert_irqs_disabled();
 
-	if (dc->kinds & BIT(kind))
+	if ((dc->kinds & BIT(kind)) || READ_ONCE(ds_halted))
 		return;
 	ds_cpu_stop(dc);
 	if (!dc->kinds) {
@@ -1409,6 +1421,7 @@ static int ds_stage_alloc(int cpu, enum ds_kind kind)
 	size_t size = ds_stage_size(kind);
 	struct page *page;
 
+	KUNIT_STATIC_STUB_REDIRECT(ds_stage_alloc, cpu, kind);
 	page = alloc_pages_node(cpu_to_node(cpu),
 				GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN,
 				get_order(size));
@@ -1546,9 +1559,12 @@ static int ds_hw_get(struct ds_facility *fac)
 
 	spin_lock(&ds_perf_lock);
 	state = fac->state;
-	/* perf holds the half, or is about to once a teardown ends. */
+	/*
+	 * perf holds the half, or is about to once a teardown ends; or the
+	 * machine is going down.
+	 */
 	if (fac->perf_held || state == DS_HW_TEARING_DOWN ||
-	    fac->perf_waiters) {
+	    fac->perf_waiters || READ_ONCE(ds_halted)) {
 		err = -EBUSY;
 	} else {
 		fac->users++;
@@ -1654,7 +1670,8 @@ static int ds_cpu_online(unsigned int cpu)
 	local_irq_disable();
 	/* INIT dropped a PMI owed from before the CPU went offline. */
 	local_set(&this_cpu_ptr(&ds_cpus)->pmi_owed, 0);
-	smp_mb();	/* online, then look; pairs with ds_hw_teardown() */
+	/* Online, then look; pairs with ds_hw_teardown() and ds_halt(). */
+	smp_mb();
 	for (kind = 0; kind < DS_NR_KINDS; kind++)
 		if (READ_ONCE(ds_facilities[kind].active))
 			ds_cpu_activate(this_cpu_ptr(&ds_cpus), kind);
@@ -1722,14 +1739,106 @@ static void ds_syscore_resume(void *unused)
 	arch_irq_work_raise();
 }
 
+static void ds_syscore_shutdown(void *unused);
+
 static const struct syscore_ops ds_syscore_ops = {
 	.suspend	= ds_syscore_suspend,
 	.resume		= ds_syscore_resume,
+	.shutdown	= ds_syscore_shutdown,
 };
 
 static struct syscore ds_syscore = {
 	.ops	= &ds_syscore_ops,
 };
+
+/* --- reboot, kexec and power off --- */
+
+/*
+ * A kexec'd kernel inherits the MSRs. With BTS on, a CPU would go on
+ * storing records through the old kernel's cpu_entry_area into whatever the
+ * new kernel keeps there, and IA32_DS_AREA would point there too. So when
+ * the machine goes down, every CPU leaves our halves while all are online
+ * (the reboot notifier, before the other CPUs are stopped), and the CPU
+ * that goes on leaves them once more from the syscore shutdown. From then
+ * on no CPU arms them again: ds_cpu_activate() and hardware requests see
+ * ds_halted. perf's halves are perf's. A crash kexec runs neither hook; the
+ * new kernel clears what it inherits, see ds_clear_inherited().
+ */
+static void ds_cpu_halt(void *unused)
+{
+	unsigned long flags;
+
+	local_irq_save(flags);
+	ds_cpu_disarm(this_cpu_ptr(&ds_cpus));
+	local_irq_restore(flags);
+}
+
+static void ds_halt(void)
+{
+	/*
+	 * Under ds_mutex: a setup holds it until its arming IPIs are done,
+	 * and the next one sees the flag in ds_hw_get().
+	 */
+	mutex_lock(&ds_mutex);
+	WRITE_ONCE(ds_halted, true);
+	mutex_unlock(&ds_mutex);
+	/*
+	 * The flag, then the IPIs: a CPU that comes online meanwhile either
+	 * sees it or is in the mask on_each_cpu() reads. Pairs with the
+	 * barrier in ds_cpu_online().
+	 */
+	smp_mb();
+	on_each_cpu(ds_cpu_halt, NULL, 1);
+}
+
+static int ds_reboot_notify(struct notifier_block *nb, unsigned long action,
+			    void *data)
+{
+	ds_halt();
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block ds_reboot_nb = {
+	.notifier_call	= ds_reboot_notify,
+};
+
+/* On the CPU that goes on, the others stopped or about to be. */
+static void ds_syscore_shutdown(void *unused)
+{
+	WRITE_ONCE(ds_halted, true);
+	ds_cpu_halt(NULL);
+}
+
+/*
+ * What a kexec'd kernel, a crash kernel or the firmware left live on this
+ * CPU: nobody here loaded IA32_DS_AREA or set the BTS bits before
+ * ds_init() (perf does so through us, and only for events that use the
+ * Debug Store), so whatever they hold is another kernel's. IPI callback.
+ */
+static void ds_cpu_clear_inherited(void *count)
+{
+	u64 area, ctl;
+
+	if (this_cpu_ptr(&ds_cpus)->area_users ||
+	    rdmsrl_safe(MSR_IA32_DS_AREA, &area))
+		return;
+	ctl = get_debugctlmsr();
+	if (!area && !(ctl & DS_DEBUGCTL_MASK))
+		return;
+	update_debugctlmsr(ctl & ~DS_DEBUGCTL_MASK);
+	wrmsrl(MSR_IA32_DS_AREA, 0);
+	atomic_inc(count);
+}
+
+static void __init ds_clear_inherited(void)
+{
+	atomic_t count = ATOMIC_INIT(0);
+
+	on_each_cpu(ds_cpu_clear_inherited, &count, 1);
+	if (atomic_read(&count))
+		pr_warn("the Debug Store was live on %d CPUs at boot, left by another kernel: cleared\n",
+			atomic_read(&count));
+}
 
 /* --- backends --- */
 
@@ -1923,7 +2032,7 @@ static struct ds_context *ds_task_slot(struct task_struct *task,
 
 	if (ctx && ds_dereference(ctx->tracer[kind]))
 		return ERR_PTR(-EBUSY);
-	return ctx ?: kzalloc(sizeof(*ctx), GFP_KERNEL) ?: ERR_PTR(-ENOMEM);
+	return ctx ?: kzalloc(sizeof(*ctx), GFP_KERNEL_ACCOUNT) ?: ERR_PTR(-ENOMEM);
 }
 
 static int ds_attach_task(struct ds_tracer *tracer, struct task_struct *task)
@@ -1992,9 +2101,11 @@ static int ds_attach(struct ds_tracer *tracer, struct task_struct *task,
 		err = ds_attach_cpu(tracer, cpu);
 	/*
 	 * The hardware was taken after the choice (perf reserves it without
-	 * ds_mutex) or is a CPU tracer's: emulate, as the choice would have.
+	 * ds_mutex) or is a CPU tracer's, or its staging buffers could not be
+	 * had (high-order pages, under fragmentation): emulate, as the choice
+	 * would have. A failure that is not the hardware's fails again there.
 	 */
-	if (err == -EBUSY && want == DS_BACKEND_AUTO &&
+	if ((err == -EBUSY || err == -ENOMEM) && want == DS_BACKEND_AUTO &&
 	    backend == &ds_hw_backend && task) {
 		backend = ds_choose_backend(tracer->kind, false,
 					    DS_BACKEND_EMULATED);
@@ -2687,6 +2798,8 @@ static int __init ds_init(void)
 		dc->collect_work = IRQ_WORK_INIT_HARD(ds_collect_work);
 	}
 	ds_probe();
+	if (ds_caps.bts || ds_caps.pebs)
+		ds_clear_inherited();
 
 	/*
 	 * For good, not per setup: a threshold PMI may come after its half
@@ -2703,6 +2816,7 @@ static int __init ds_init(void)
 	if (ret < 0)
 		return ret;
 	register_syscore(&ds_syscore);
+	register_reboot_notifier(&ds_reboot_nb);
 	pr_info("BTS %s, PEBS %s\n", ds_caps.bts ? "available" : "absent",
 		ds_caps.pebs ? "available" : "absent");
 	return 0;

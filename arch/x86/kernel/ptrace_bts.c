@@ -343,7 +343,7 @@ static int ptrace_bts_alloc(struct task_struct *child,
 	if (!mm)
 		return -ESRCH;
 
-	pb = kzalloc(sizeof(*pb), GFP_KERNEL);
+	pb = kzalloc(sizeof(*pb), GFP_KERNEL_ACCOUNT);
 	if (!pb) {
 		err = -ENOMEM;
 		goto put_mm;

@@ -1524,6 +1524,78 @@ static void ds_test_syscore_during_setup(struct kunit *test)
 	/* ds_test_exit() releases it and expects LVTPC as before. */
 }
 
+/* Each CPU as a reboot finds it: the hardware halves it uses left. */
+static void ds_test_expect_disarmed(struct kunit *test)
+{
+	int cpu;
+
+	for_each_online_cpu(cpu) {
+		KUNIT_EXPECT_EQ(test, per_cpu(ds_cpus, cpu).kinds, 0);
+		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
+		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_debugctl, cpu),
+				DS_SIM_OTHER_BITS);
+		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_lvtpc, cpu),
+				DS_SIM_LVTPC_BEFORE);
+	}
+}
+
+/* The machine did not go down after all: arm what is set up again. */
+static void ds_test_unhalt_cpu(void *unused)
+{
+	enum ds_kind kind;
+
+	for (kind = 0; kind < DS_NR_KINDS; kind++)
+		if (READ_ONCE(ds_facilities[kind].active))
+			ds_cpu_activate(this_cpu_ptr(&ds_cpus), kind);
+}
+
+/*
+ * A reboot or kexec with a tracer recording: the notifier leaves every
+ * CPU's halves, IA32_DS_AREA cleared, the BTS bits off and LVTPC as before,
+ * while the tracer still exists. Then nothing arms a CPU again: a CPU
+ * coming online, a setup's IPI, a new hardware request (refused), the
+ * syscore shutdown on the CPU that goes on.
+ */
+static void ds_test_reboot_halts(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer;
+	unsigned int other;
+	struct ds_cpu *dc;
+	int cpu;
+
+	dc = ds_test_pin_cpu_tracer(test);
+	if (!dc)
+		return;
+	cpu = smp_processor_id();
+	KUNIT_EXPECT_EQ(test, this_cpu_read(ds_sim_ds_area), dc->area_hw);
+	KUNIT_EXPECT_NE(test, this_cpu_read(ds_sim_debugctl),
+			DS_SIM_OTHER_BITS);
+
+	KUNIT_EXPECT_EQ(test, ds_reboot_notify(NULL, SYS_RESTART, NULL),
+			NOTIFY_DONE);
+	ds_test_expect_disarmed(test);
+
+	ds_cpu_online(cpu);
+	smp_call_function_single(cpumask_last(cpu_online_mask),
+				 ds_cpu_activate_ipi, ds_bts_fac, 1);
+	other = cpumask_any_but(cpu_online_mask, cpu);
+	if (other < nr_cpu_ids) {
+		/* Free otherwise: a CPU tracer of another CPU. */
+		tracer = ds_request_bts_cpu(other, &cfg);
+		KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(tracer), -EBUSY);
+		if (!IS_ERR(tracer))
+			ds_release(tracer);
+	}
+	ds_syscore_shutdown(NULL);
+	ds_test_expect_disarmed(test);
+
+	WRITE_ONCE(ds_halted, false);
+	on_each_cpu(ds_test_unhalt_cpu, NULL, 1);
+	migrate_enable();
+	/* ds_test_exit() releases the tracer and expects every CPU idle. */
+}
+
 /* --- interrupting CPUs --- */
 
 static atomic_t ds_test_ipis;
@@ -2132,6 +2204,35 @@ static void ds_test_memlock_failed_alloc(struct kunit *test)
 	kunit_deactivate_static_stub(test, ds_buffer_alloc);
 	KUNIT_EXPECT_EQ(test, atomic64_read(&mm->pinned_vm), 0);
 	ds_test_unuse_mm(mm);
+}
+
+static int ds_test_stage_alloc_fails(int cpu, enum ds_kind kind)
+{
+	return -ENOMEM;
+}
+
+/*
+ * No memory for the staging buffers: a request for the hardware fails
+ * with -ENOMEM, one for any backend gets the emulation, and nothing of
+ * the hardware is left set up.
+ */
+static void ds_test_stage_nomem_falls_back(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer;
+
+	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
+	kunit_activate_static_stub(test, ds_stage_alloc,
+				   ds_test_stage_alloc_fails);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -ENOMEM);
+	cfg.backend = DS_BACKEND_AUTO;
+	tracer = ds_test_task(test, &cfg);
+	kunit_deactivate_static_stub(test, ds_stage_alloc);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).backend,
+			DS_BACKEND_EMULATED);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(ds_bts_fac->state), DS_HW_DOWN);
+	KUNIT_EXPECT_FALSE(test, ds_bts_fac->active);
 }
 
 static void ds_test_memlock_mm_gone(struct kunit *test)
@@ -3032,6 +3133,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_syscore_suspend),
 	KUNIT_CASE(ds_test_syscore_during_teardown),
 	KUNIT_CASE(ds_test_syscore_during_setup),
+	KUNIT_CASE(ds_test_reboot_halts),
 	KUNIT_CASE(ds_test_ipi_targets),
 	KUNIT_CASE(ds_test_odd_size),
 	KUNIT_CASE(ds_test_one_record),
@@ -3052,6 +3154,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_memlock_per_user),
 	KUNIT_CASE(ds_test_memlock_limit),
 	KUNIT_CASE(ds_test_memlock_failed_alloc),
+	KUNIT_CASE(ds_test_stage_nomem_falls_back),
 	KUNIT_CASE(ds_test_memlock_mm_gone),
 	KUNIT_CASE(ds_test_fork_not_inherited),
 	KUNIT_CASE(ds_test_release_on_exit),
