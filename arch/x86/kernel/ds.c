@@ -490,11 +490,6 @@ static u64 ds_msr_swap_pebs_data_cfg(u64 val)
 }
 
 /*
- * Map into an unmapped slot without a flush: no CPU caches a translation
- * of a not-present PTE (SDM vol. 3, 4.10.2.3), and every unmap is flushed
- * before the slot is handed out again.
- */
-/*
  * No flush of other CPUs, where perf's ds_update_cea() flushed every CPU
  * for each buffer it mapped: the slot is not present before, since every
  * unmap (ds_stage_free_all(), ds_perf_unmap_buffer()) is flushed on all
@@ -1577,6 +1572,9 @@ static int ds_hw_get(struct ds_facility *fac)
 		return err;
 
 	err = ds_hw_setup(fac);
+	/* Only ds_attach() sees it: the hardware's own want of memory. */
+	if (err == -ENOMEM)
+		err = -EAGAIN;
 	spin_lock(&ds_perf_lock);
 	if (err) {
 		fac->users--;
@@ -1663,11 +1661,40 @@ static void ds_hw_linger_fn(struct work_struct *work)
 
 /* --- CPU hotplug --- */
 
+/*
+ * What another kernel left live on a CPU coming online, the first time
+ * (a kexec, a crash kexec: INIT keeps both MSRs) or after one (a CPU kept
+ * offline until then): IA32_DS_AREA pointing into that kernel's
+ * cpu_entry_area, BTS storing through it. Nobody here has loaded the MSR
+ * or set the bits when neither half is in use on this CPU: perf's
+ * starting callback loads IA32_DS_AREA through ds_perf_install() before
+ * this runs, and enables BTS only for events scheduled later.
+ */
+static void ds_cpu_clear_inherited(struct ds_cpu *dc, unsigned int cpu)
+{
+	u64 area, ctl;
+
+	lockdep_assert_irqs_disabled();
+
+	if (!(ds_caps.bts || ds_caps.pebs) || dc->area_users || dc->kinds ||
+	    rdmsrl_safe(MSR_IA32_DS_AREA, &area))
+		return;
+	/* The real MSRs, also under KUnit: what another kernel left. */
+	ctl = get_debugctlmsr();
+	if (!area && !(ctl & DS_DEBUGCTL_MASK))
+		return;
+	update_debugctlmsr(ctl & ~DS_DEBUGCTL_MASK);
+	wrmsrl(MSR_IA32_DS_AREA, 0);
+	pr_warn("CPU%u: IA32_DS_AREA %#llx, DEBUGCTL %#llx left by another kernel: cleared\n",
+		cpu, area, ctl);
+}
+
 static int ds_cpu_online(unsigned int cpu)
 {
 	enum ds_kind kind;
 
 	local_irq_disable();
+	ds_cpu_clear_inherited(this_cpu_ptr(&ds_cpus), cpu);
 	/* INIT dropped a PMI owed from before the CPU went offline. */
 	local_set(&this_cpu_ptr(&ds_cpus)->pmi_owed, 0);
 	/* Online, then look; pairs with ds_hw_teardown() and ds_halt(). */
@@ -1760,16 +1787,23 @@ static struct syscore ds_syscore = {
  * the machine goes down, every CPU leaves our halves while all are online
  * (the reboot notifier, before the other CPUs are stopped), and the CPU
  * that goes on leaves them once more from the syscore shutdown. From then
- * on no CPU arms them again: ds_cpu_activate() and hardware requests see
- * ds_halted. perf's halves are perf's. A crash kexec runs neither hook; the
- * new kernel clears what it inherits, see ds_clear_inherited().
+ * on no CPU arms them again: ds_cpu_activate(), hardware requests and
+ * ds_perf_bts_enable() see ds_halted. perf's BTS bits go too; its PEBS
+ * half is its own. A crash kexec runs neither hook, and a kexec jump
+ * goes through the suspend path instead; a kernel clears what it inherits
+ * as each CPU comes online, see ds_cpu_clear_inherited().
  */
 static void ds_cpu_halt(void *unused)
 {
 	unsigned long flags;
+	u64 ctl;
 
 	local_irq_save(flags);
 	ds_cpu_disarm(this_cpu_ptr(&ds_cpus));
+	/* perf's BTS too: a task's branches event outlives perf_reboot(). */
+	ctl = static_call(ds_hw_read_debugctl)();
+	if (ctl & DS_DEBUGCTL_MASK)
+		static_call(ds_hw_write_debugctl)(ctl & ~DS_DEBUGCTL_MASK);
 	local_irq_restore(flags);
 }
 
@@ -1802,42 +1836,11 @@ static struct notifier_block ds_reboot_nb = {
 	.notifier_call	= ds_reboot_notify,
 };
 
-/* On the CPU that goes on, the others stopped or about to be. */
+/* On the CPU that goes on; machine_shutdown() stops the others next. */
 static void ds_syscore_shutdown(void *unused)
 {
 	WRITE_ONCE(ds_halted, true);
 	ds_cpu_halt(NULL);
-}
-
-/*
- * What a kexec'd kernel, a crash kernel or the firmware left live on this
- * CPU: nobody here loaded IA32_DS_AREA or set the BTS bits before
- * ds_init() (perf does so through us, and only for events that use the
- * Debug Store), so whatever they hold is another kernel's. IPI callback.
- */
-static void ds_cpu_clear_inherited(void *count)
-{
-	u64 area, ctl;
-
-	if (this_cpu_ptr(&ds_cpus)->area_users ||
-	    rdmsrl_safe(MSR_IA32_DS_AREA, &area))
-		return;
-	ctl = get_debugctlmsr();
-	if (!area && !(ctl & DS_DEBUGCTL_MASK))
-		return;
-	update_debugctlmsr(ctl & ~DS_DEBUGCTL_MASK);
-	wrmsrl(MSR_IA32_DS_AREA, 0);
-	atomic_inc(count);
-}
-
-static void __init ds_clear_inherited(void)
-{
-	atomic_t count = ATOMIC_INIT(0);
-
-	on_each_cpu(ds_cpu_clear_inherited, &count, 1);
-	if (atomic_read(&count))
-		pr_warn("the Debug Store was live on %d CPUs at boot, left by another kernel: cleared\n",
-			atomic_read(&count));
 }
 
 /* --- backends --- */
@@ -2102,10 +2105,10 @@ static int ds_attach(struct ds_tracer *tracer, struct task_struct *task,
 	/*
 	 * The hardware was taken after the choice (perf reserves it without
 	 * ds_mutex) or is a CPU tracer's, or its staging buffers could not be
-	 * had (high-order pages, under fragmentation): emulate, as the choice
-	 * would have. A failure that is not the hardware's fails again there.
+	 * had (-EAGAIN from ds_hw_get(): high-order pages, under
+	 * fragmentation): emulate, as the choice would have.
 	 */
-	if ((err == -EBUSY || err == -ENOMEM) && want == DS_BACKEND_AUTO &&
+	if ((err == -EBUSY || err == -EAGAIN) && want == DS_BACKEND_AUTO &&
 	    backend == &ds_hw_backend && task) {
 		backend = ds_choose_backend(tracer->kind, false,
 					    DS_BACKEND_EMULATED);
@@ -2114,6 +2117,8 @@ static int ds_attach(struct ds_tracer *tracer, struct task_struct *task,
 			err = ds_attach_task(tracer, task);
 		}
 	}
+	if (err == -EAGAIN)
+		err = -ENOMEM;
 unlock:
 	cpus_read_unlock();
 	mutex_unlock(&ds_mutex);
@@ -2798,8 +2803,6 @@ static int __init ds_init(void)
 		dc->collect_work = IRQ_WORK_INIT_HARD(ds_collect_work);
 	}
 	ds_probe();
-	if (ds_caps.bts || ds_caps.pebs)
-		ds_clear_inherited();
 
 	/*
 	 * For good, not per setup: a threshold PMI may come after its half
@@ -2822,6 +2825,12 @@ static int __init ds_init(void)
 	return 0;
 }
 arch_initcall(ds_init);
+
+/* The machine is going down: BTS stays off, see ds_halt(). */
+static bool ds_perf_halted(void)
+{
+	return READ_ONCE(ds_halted);
+}
 
 /* perf drives a half only while it holds it, see ds_perf_reserve(). */
 static bool ds_perf_granted(enum ds_kind kind)
@@ -2855,6 +2864,11 @@ static void ds_perf_reload_area(struct debug_store *area)
 }
 
 #else /* !CONFIG_X86_DS */
+
+static bool ds_perf_halted(void)
+{
+	return false;
+}
 
 /* Without the allocator nobody else drives the Debug Store. */
 static bool ds_perf_granted(enum ds_kind kind)
@@ -2965,6 +2979,8 @@ void ds_perf_bts_enable(bool user, bool kernel, bool interrupt)
 {
 	u64 bits = DEBUGCTLMSR_TR | DEBUGCTLMSR_BTS;
 
+	if (ds_perf_halted())
+		return;
 	if (interrupt)
 		bits |= DEBUGCTLMSR_BTINT;
 	if (!kernel)

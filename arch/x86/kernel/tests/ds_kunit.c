@@ -631,6 +631,16 @@ static void ds_test_expect_idle(struct kunit *test, struct ds_test *dt)
 	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_slot_misuses), 0);
 }
 
+/* The machine did not go down after all: arm what is set up again. */
+static void ds_test_unhalt_cpu(void *unused)
+{
+	enum ds_kind kind;
+
+	for (kind = 0; kind < DS_NR_KINDS; kind++)
+		if (READ_ONCE(ds_facilities[kind].active))
+			ds_cpu_activate(this_cpu_ptr(&ds_cpus), kind);
+}
+
 static void ds_test_exit(struct kunit *test)
 {
 	struct ds_test *dt = test->priv;
@@ -638,6 +648,11 @@ static void ds_test_exit(struct kunit *test)
 
 	if (!dt)
 		return;
+	/* A reboot case that stopped half way: the allocator lives on. */
+	if (READ_ONCE(ds_halted)) {
+		WRITE_ONCE(ds_halted, false);
+		on_each_cpu(ds_test_unhalt_cpu, NULL, 1);
+	}
 	/* A case that stopped half way left its racers behind. */
 	ds_sim_reserve_at_unmap = false;
 	flush_work(&ds_sim_reserve_work);
@@ -1539,16 +1554,6 @@ static void ds_test_expect_disarmed(struct kunit *test)
 	}
 }
 
-/* The machine did not go down after all: arm what is set up again. */
-static void ds_test_unhalt_cpu(void *unused)
-{
-	enum ds_kind kind;
-
-	for (kind = 0; kind < DS_NR_KINDS; kind++)
-		if (READ_ONCE(ds_facilities[kind].active))
-			ds_cpu_activate(this_cpu_ptr(&ds_cpus), kind);
-}
-
 /*
  * A reboot or kexec with a tracer recording: the notifier leaves every
  * CPU's halves, IA32_DS_AREA cleared, the BTS bits off and LVTPC as before,
@@ -1579,21 +1584,64 @@ static void ds_test_reboot_halts(struct kunit *test)
 	ds_cpu_online(cpu);
 	smp_call_function_single(cpumask_last(cpu_online_mask),
 				 ds_cpu_activate_ipi, ds_bts_fac, 1);
+	/* Free otherwise: a CPU tracer of another CPU, or a task's. */
 	other = cpumask_any_but(cpu_online_mask, cpu);
-	if (other < nr_cpu_ids) {
-		/* Free otherwise: a CPU tracer of another CPU. */
+	if (other < nr_cpu_ids)
 		tracer = ds_request_bts_cpu(other, &cfg);
-		KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(tracer), -EBUSY);
-		if (!IS_ERR(tracer))
-			ds_release(tracer);
-	}
-	ds_syscore_shutdown(NULL);
+	else
+		tracer = ds_request_bts_task(current, &cfg);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(tracer), -EBUSY);
+	if (!IS_ERR(tracer))
+		ds_release(tracer);
 	ds_test_expect_disarmed(test);
 
 	WRITE_ONCE(ds_halted, false);
 	on_each_cpu(ds_test_unhalt_cpu, NULL, 1);
 	migrate_enable();
 	/* ds_test_exit() releases the tracer and expects every CPU idle. */
+}
+
+/*
+ * The syscore shutdown on the CPU that goes on, alone: it leaves this
+ * CPU's halves and marks the allocator halted; the other CPUs are the
+ * reboot notifier's (and are stopped next).
+ */
+static void ds_test_syscore_shutdown(struct kunit *test)
+{
+	unsigned long area, other_area = 0;
+	struct ds_cpu *dc;
+	u64 ctl, want;
+	int cpu, other;
+	bool halted;
+	u32 lvtpc;
+
+	dc = ds_test_pin_cpu_tracer(test);
+	if (!dc)
+		return;
+	cpu = smp_processor_id();
+	want = ds_bts_bits(rcu_dereference_raw(dc->cpu_tracer[DS_BTS]));
+	KUNIT_EXPECT_EQ(test, this_cpu_read(ds_sim_debugctl),
+			DS_SIM_OTHER_BITS | want);
+	ds_syscore_shutdown(NULL);
+	area = this_cpu_read(ds_sim_ds_area);
+	ctl = this_cpu_read(ds_sim_debugctl);
+	lvtpc = this_cpu_read(ds_sim_lvtpc);
+	halted = READ_ONCE(ds_halted);
+	other = cpumask_any_but(cpu_online_mask, cpu);
+	if (other < nr_cpu_ids)
+		other_area = per_cpu(ds_sim_ds_area, other);
+
+	WRITE_ONCE(ds_halted, false);
+	on_each_cpu(ds_test_unhalt_cpu, NULL, 1);
+	migrate_enable();
+
+	KUNIT_EXPECT_TRUE(test, halted);
+	KUNIT_EXPECT_EQ(test, area, 0);
+	KUNIT_EXPECT_EQ(test, ctl, DS_SIM_OTHER_BITS);
+	KUNIT_EXPECT_EQ(test, lvtpc, DS_SIM_LVTPC_BEFORE);
+	if (other < nr_cpu_ids)
+		KUNIT_EXPECT_EQ(test, other_area,
+				per_cpu(ds_cpus, other).area_hw);
 }
 
 /* --- interrupting CPUs --- */
@@ -2206,15 +2254,23 @@ static void ds_test_memlock_failed_alloc(struct kunit *test)
 	ds_test_unuse_mm(mm);
 }
 
+/* The last possible CPU's staging buffer cannot be had; the others can. */
 static int ds_test_stage_alloc_fails(int cpu, enum ds_kind kind)
 {
-	return -ENOMEM;
+	if (cpu == cpumask_last(cpu_possible_mask))
+		return -ENOMEM;
+	kunit_deactivate_static_stub(kunit_get_current_test(), ds_stage_alloc);
+	cpu = ds_stage_alloc(cpu, kind);
+	kunit_activate_static_stub(kunit_get_current_test(), ds_stage_alloc,
+				   ds_test_stage_alloc_fails);
+	return cpu;
 }
 
 /*
- * No memory for the staging buffers: a request for the hardware fails
- * with -ENOMEM, one for any backend gets the emulation, and nothing of
- * the hardware is left set up.
+ * No memory for a staging buffer: a request for the hardware fails with
+ * -ENOMEM, having unmapped what it mapped with one flush before freeing;
+ * one for any backend gets the emulation; nothing of the hardware is left
+ * set up.
  */
 static void ds_test_stage_nomem_falls_back(struct kunit *test)
 {
@@ -2225,6 +2281,9 @@ static void ds_test_stage_nomem_falls_back(struct kunit *test)
 	kunit_activate_static_stub(test, ds_stage_alloc,
 				   ds_test_stage_alloc_fails);
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -ENOMEM);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_flushes),
+			num_possible_cpus() > 1 ? 1 : 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_slot_misuses), 0);
 	cfg.backend = DS_BACKEND_AUTO;
 	tracer = ds_test_task(test, &cfg);
 	kunit_deactivate_static_stub(test, ds_stage_alloc);
@@ -3134,6 +3193,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_syscore_during_teardown),
 	KUNIT_CASE(ds_test_syscore_during_setup),
 	KUNIT_CASE(ds_test_reboot_halts),
+	KUNIT_CASE(ds_test_syscore_shutdown),
 	KUNIT_CASE(ds_test_ipi_targets),
 	KUNIT_CASE(ds_test_odd_size),
 	KUNIT_CASE(ds_test_one_record),
