@@ -2999,6 +2999,18 @@ void ds_perf_bts_disable(void)
 }
 EXPORT_SYMBOL_GPL(ds_perf_bts_disable);
 
+/* The real MSR, whoever set the bits: the crash path, see crash.c. */
+void ds_emergency_stop(void)
+{
+	u64 ctl;
+
+	if (!boot_cpu_has(X86_FEATURE_DS))
+		return;
+	ctl = get_debugctlmsr();
+	if (ctl & DS_DEBUGCTL_MASK)
+		update_debugctlmsr(ctl & ~DS_DEBUGCTL_MASK);
+}
+
 #ifdef CONFIG_X86_DS_KUNIT_TEST
 #include "tests/ds_kunit.c"
 #endif

@@ -877,6 +877,22 @@ void ds_perf_bts_enable(bool user, bool kernel, bool interrupt);
  */
 void ds_perf_bts_disable(void);
 
+/**
+ * ds_emergency_stop() - stop BTS on this CPU, whoever set it
+ *
+ * A crash kexec runs neither the reboot notifier nor the syscore shutdown
+ * that leave the Debug Store: the crash kernel must not receive branch
+ * records in its memory. IA32_DS_AREA stays; the crash kernel clears it as
+ * its CPUs come online.
+ *
+ * Context: interrupts disabled or NMI.
+ */
+void ds_emergency_stop(void);
+
+#else /* !CONFIG_X86_DS_CORE */
+
+static inline void ds_emergency_stop(void) { }
+
 #endif /* CONFIG_X86_DS_CORE */
 
 #endif /* _ASM_X86_DS_H */

@@ -678,6 +678,7 @@ static void tracee_resume_to_stop(pid_t pid, int step)
 static void reads_fail(pid_t pid, int err, int step)
 {
 	struct bts_struct buf[DUMPABLE_RECORDS];
+	unsigned long word;
 
 	errno = 0;
 	TRACER_CHECK(sys_ptrace(PTRACE_BTS_SIZE, pid, NULL, 0) == -1 &&
@@ -689,9 +690,9 @@ static void reads_fail(pid_t pid, int err, int step)
 	TRACER_CHECK(sys_ptrace(PTRACE_BTS_DRAIN, pid, buf, sizeof(buf)) == -1 &&
 		     errno == err, step + 2, "DRAIN: %s", strerror(errno));
 	errno = 0;
-	TRACER_CHECK(sys_ptrace(PTRACE_PEEKDATA, pid, &dumpable_sink, 0) == -1 &&
-		     errno == EIO, step + 3, "the control, PEEKDATA: %s",
-		     strerror(errno));
+	TRACER_CHECK(sys_ptrace(PTRACE_PEEKDATA, pid, &dumpable_sink,
+				(unsigned long)&word) == -1 && errno == EIO,
+		     step + 3, "the control, PEEKDATA: %s", strerror(errno));
 }
 
 /*
@@ -701,6 +702,7 @@ static void reads_fail(pid_t pid, int err, int step)
 static void reads_work(pid_t pid, long least, int step)
 {
 	struct bts_struct buf[DUMPABLE_RECORDS];
+	unsigned long word;
 	long size, n;
 
 	size = sys_ptrace(PTRACE_BTS_SIZE, pid, NULL, 0);
@@ -711,10 +713,10 @@ static void reads_work(pid_t pid, long least, int step)
 	n = sys_ptrace(PTRACE_BTS_DRAIN, pid, buf, sizeof(buf));
 	TRACER_CHECK(n == size, step + 2, "DRAIN %ld of %ld: %s", n, size,
 		     strerror(errno));
-	errno = 0;
-	sys_ptrace(PTRACE_PEEKDATA, pid, &dumpable_sink, 0);
-	TRACER_CHECK(!errno, step + 3, "the control, PEEKDATA: %s",
-		     strerror(errno));
+	/* The raw call stores the word at its data argument. */
+	TRACER_CHECK(!sys_ptrace(PTRACE_PEEKDATA, pid, &dumpable_sink,
+				 (unsigned long)&word), step + 3,
+		     "the control, PEEKDATA: %s", strerror(errno));
 }
 
 /*
