@@ -8,8 +8,9 @@
  * hardware backend and on the emulated one; on CPUs without BTS (any VM
  * under TCG) the emulated one is what they exercise. Every allocation is
  * checked to have landed on the backend the kernel says the machine has:
- * the CPU's BTS where /proc/cpuinfo lists "bts" and ds.force_emulation is
- * off, else the emulation. A kernel that quietly falls back to the other
+ * the CPU's BTS where the kernel drives it (an Intel CPU listing "bts" and
+ * "dtes64" in /proc/cpuinfo) and ds.force_emulation is off, else the
+ * emulation. A kernel that quietly falls back to the other
  * backend fails.
  *
  * Every test that configures tracing also shows that records arrive, so
@@ -1074,10 +1075,10 @@ TEST_F(bts, memory_charge)
 
 /* ---- Backends ---- */
 
-/* The emulated backend is built in: its knob exists. */
+/* The emulated backend is built in, and on (ds.emulation). */
 static bool have_emulation(void)
 {
-	return !access(DS_PARAM("force_emulation"), F_OK);
+	return bts_emulation_present();
 }
 
 /*

@@ -11,9 +11,10 @@
  *   whether traced or not; the untraced run is a ptrace tracee too, only
  *   without branch tracing;
  * - emulated against hardware: where the backend under test is the CPU's
- *   (/proc/cpuinfo lists "bts" and ds.force_emulation is off), the same
- *   program traced by the emulated backend must leave the same records,
- *   record for record, over the whole run: both runs stop at each PTRACE_BTS_O_SIGNAL overflow and are
+ *   (see expected_backend(): the kernel drives the CPU's BTS and
+ *   ds.force_emulation is off), the same program traced by the emulated
+ *   backend must leave the same records, record for record, over the
+ *   whole run: both runs stop at each PTRACE_BTS_O_SIGNAL overflow and are
  *   drained there, side by side, so no record is stored for long.
  *
  * Every traced run counts and digests all its records. Address space

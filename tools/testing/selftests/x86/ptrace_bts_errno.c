@@ -240,6 +240,7 @@ TEST_F(bts_errno, other_requests)
 #define CAP_PERFMON		38
 #endif
 #define DS_FORCE_EMULATION	DS_PARAM("force_emulation")
+#define SUID_DUMPABLE		"/proc/sys/fs/suid_dumpable"
 /* The unprivileged user of the tracers and their tracees. */
 #define POLICY_UID		65534
 /* The saved uid of a tracee that changes its effective uid. */
@@ -290,12 +291,12 @@ static int write_file(const char *path, const char *val)
 	return ret;
 }
 
-static int read_paranoid(void)
+static int read_int(const char *path)
 {
 	char buf[16] = "";
 	int fd, n;
 
-	fd = open(PERF_PARANOID, O_RDONLY);
+	fd = open(path, O_RDONLY);
 	if (fd < 0)
 		return INT32_MIN;
 	n = read(fd, buf, sizeof(buf) - 1);
@@ -303,12 +304,62 @@ static int read_paranoid(void)
 	return n > 0 ? atoi(buf) : INT32_MIN;
 }
 
-static int write_paranoid(int level)
+static int write_int(const char *path, int val)
 {
 	char buf[16];
 
-	snprintf(buf, sizeof(buf), "%d\n", level);
-	return write_file(PERF_PARANOID, buf);
+	snprintf(buf, sizeof(buf), "%d\n", val);
+	return write_file(path, buf);
+}
+
+static int read_paranoid(void)
+{
+	return read_int(PERF_PARANOID);
+}
+
+static int write_paranoid(int level)
+{
+	return write_int(PERF_PARANOID, level);
+}
+
+/*
+ * What the policy and dumpable cases change, as this program found it.
+ * Each fixture's teardown puts it back; so does the harness's own process
+ * when it exits, after a case that it killed at its timeout, whose
+ * teardown never ran.
+ */
+static struct {
+	pid_t	pid;
+	int	paranoid;
+	int	suid_dumpable;
+	int	forced;
+} bts_saved;
+
+static void __attribute__((constructor)) bts_save_settings(void)
+{
+	bts_saved.pid = getpid();
+	bts_saved.paranoid = read_paranoid();
+	bts_saved.suid_dumpable = read_int(SUID_DUMPABLE);
+	bts_saved.forced = read_sysfs_char(DS_FORCE_EMULATION);
+}
+
+static void bts_restore_settings(void)
+{
+	if (geteuid())
+		return;
+	if (bts_saved.paranoid != INT32_MIN)
+		write_paranoid(bts_saved.paranoid);
+	if (bts_saved.suid_dumpable != INT32_MIN)
+		write_int(SUID_DUMPABLE, bts_saved.suid_dumpable);
+	if (bts_saved.forced)
+		write_file(DS_FORCE_EMULATION,
+			   bts_saved.forced == 'Y' ? "1" : "0");
+}
+
+static void __attribute__((destructor)) bts_restore_at_exit(void)
+{
+	if (getpid() == bts_saved.pid)
+		bts_restore_settings();
 }
 
 static void learn_machine(struct bts_machine *m)
@@ -499,8 +550,6 @@ static const char *cap_name(int cap)
 
 FIXTURE(bts_policy) {
 	struct bts_machine machine;
-	int saved_paranoid;
-	int saved_forced;
 };
 
 FIXTURE_VARIANT(bts_policy) {
@@ -516,16 +565,12 @@ FIXTURE_VARIANT_ADD(bts_policy, paranoid_4) { .level = 4 };
 
 FIXTURE_SETUP(bts_policy)
 {
-	self->saved_paranoid = INT32_MIN;
-	self->saved_forced = 0;
 	if (geteuid())
 		SKIP(return, "needs root: it sets perf_event_paranoid and changes users");
 	learn_machine(&self->machine);
-	self->saved_paranoid = read_paranoid();
-	ASSERT_NE(INT32_MIN, self->saved_paranoid) {
+	ASSERT_NE(INT32_MIN, bts_saved.paranoid) {
 		TH_LOG(PERF_PARANOID ": %m");
 	}
-	self->saved_forced = read_sysfs_char(DS_FORCE_EMULATION);
 	ASSERT_EQ(0, write_paranoid(variant->level)) {
 		TH_LOG("perf_event_paranoid %d: %m", variant->level);
 	}
@@ -534,10 +579,7 @@ FIXTURE_SETUP(bts_policy)
 /* In the parent: a test that crashed still gives the machine its settings. */
 FIXTURE_TEARDOWN_PARENT(bts_policy)
 {
-	if (self->saved_paranoid != INT32_MIN)
-		write_paranoid(self->saved_paranoid);
-	if (self->saved_forced)
-		write_file(DS_FORCE_EMULATION, self->saved_forced == 'Y' ? "1" : "0");
+	bts_restore_settings();
 }
 
 #define POLICY_FMT	"paranoid %d, %s, %s tracee, %s%s: "
@@ -733,7 +775,49 @@ enum dumpable_how {
 	DUMPABLE_ROOT_TRACEE,
 	/* root the tracer, but PTRACE_TRACEME recorded the tracee's user */
 	DUMPABLE_ROOT_TRACER,
+	/* PTRACE_ATTACH as root recorded root; the tracer no longer root */
+	DUMPABLE_ROOT_ATTACHED,
 };
+
+/*
+ * A tracee of POLICY_UID that root attaches to (PTRACE_ATTACH records the
+ * tracer's credentials), stopped in the attach's stop; @body runs once it
+ * is continued.
+ */
+static pid_t attached_tracee(void (*body)(void))
+{
+	int status, go[2];
+	pid_t pid;
+	char c;
+
+	if (pipe(go))
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		close(go[1]);
+		if (setgroups(0, NULL) ||
+		    setresgid(POLICY_UID, POLICY_UID, POLICY_UID) ||
+		    setresuid(POLICY_UID, POLICY_UID, POLICY_UID) ||
+		    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0))
+			_exit(1);
+		/* A restarted read: the attach's stop does not end it. */
+		if (read(go[0], &c, 1) != 1)
+			_exit(2);
+		body();
+		_exit(0);
+	}
+	close(go[0]);
+	if (sys_ptrace(PTRACE_ATTACH, pid, NULL, 0) ||
+	    waitpid(pid, &status, 0) != pid || !WIFSTOPPED(status) ||
+	    write(go[1], "g", 1) != 1) {
+		kill(pid, SIGKILL);
+		pid = -1;
+	}
+	close(go[1]);
+	return pid;
+}
 
 /* In a tracer of its own: trace, read at each of the tracee's stops. */
 static void dumpable_tracer(enum dumpable_how how, int backend)
@@ -743,7 +827,8 @@ static void dumpable_tracer(enum dumpable_how how, int backend)
 		.flags	= BTS_TRACE_ALLOC,
 	};
 	/* The rule lets the recorded root through, and no one else. */
-	bool refused = how != DUMPABLE_ROOT_TRACEE;
+	bool refused = how != DUMPABLE_ROOT_TRACEE &&
+		       how != DUMPABLE_ROOT_ATTACHED;
 	pid_t pid = 0;
 
 	switch (how) {
@@ -757,6 +842,9 @@ static void dumpable_tracer(enum dumpable_how how, int backend)
 		break;
 	case DUMPABLE_ROOT_TRACER:
 		pid = user_tracee(dumpable_body, POLICY_UID);
+		break;
+	case DUMPABLE_ROOT_ATTACHED:
+		pid = attached_tracee(dumpable_body);
 		break;
 	}
 	TRACER_CHECK(pid >= 0, 10, "no tracee");
@@ -806,7 +894,6 @@ static void dumpable_tracer(enum dumpable_how how, int backend)
 
 FIXTURE(bts_dumpable) {
 	struct bts_machine machine;
-	int saved_paranoid;
 };
 
 FIXTURE_VARIANT(bts_dumpable) {
@@ -817,11 +904,17 @@ FIXTURE_VARIANT_ADD(bts_dumpable, prctl) { .how = DUMPABLE_PRCTL };
 FIXTURE_VARIANT_ADD(bts_dumpable, setresuid) { .how = DUMPABLE_SETRESUID };
 FIXTURE_VARIANT_ADD(bts_dumpable, root_tracee) { .how = DUMPABLE_ROOT_TRACEE };
 FIXTURE_VARIANT_ADD(bts_dumpable, root_tracer) { .how = DUMPABLE_ROOT_TRACER };
+FIXTURE_VARIANT_ADD(bts_dumpable, root_attached) {
+	.how = DUMPABLE_ROOT_ATTACHED,
+};
 
-/* At paranoid 2, where CAP_PERFMON is enough for the hardware. */
+/*
+ * At paranoid 2, where CAP_PERFMON is enough for the hardware, and with
+ * fs.suid_dumpable 0, so that a change of the effective uid ends the
+ * dumpable state.
+ */
 FIXTURE_SETUP(bts_dumpable)
 {
-	self->saved_paranoid = INT32_MIN;
 	if (geteuid())
 		SKIP(return, "needs root: it changes users");
 	learn_machine(&self->machine);
@@ -829,17 +922,18 @@ FIXTURE_SETUP(bts_dumpable)
 		SKIP(return, "no PTRACE_BTS_* requests");
 	if (!self->machine.hw && !self->machine.emu)
 		SKIP(return, "no backend to trace with");
-	self->saved_paranoid = read_paranoid();
-	ASSERT_NE(INT32_MIN, self->saved_paranoid) {
+	ASSERT_NE(INT32_MIN, bts_saved.paranoid) {
 		TH_LOG(PERF_PARANOID ": %m");
 	}
 	ASSERT_EQ(0, write_paranoid(2));
+	ASSERT_EQ(0, write_int(SUID_DUMPABLE, 0)) {
+		TH_LOG(SUID_DUMPABLE ": %m");
+	}
 }
 
 FIXTURE_TEARDOWN_PARENT(bts_dumpable)
 {
-	if (self->saved_paranoid != INT32_MIN)
-		write_paranoid(self->saved_paranoid);
+	bts_restore_settings();
 }
 
 /*
