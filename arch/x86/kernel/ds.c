@@ -2365,21 +2365,11 @@ static unsigned int ds_status(const struct ds_tracer *tracer)
 	return status;
 }
 
-int ds_get_geometry(struct ds_tracer *tracer, struct ds_geometry *geom)
+/* A snapshot; under the tracer's lock, its counts agree with each other. */
+static void ds_geometry_fill(struct ds_tracer *tracer,
+			     struct ds_geometry *geom)
 {
 	unsigned long flags;
-
-	if (IS_ERR_OR_NULL(tracer) || !geom)
-		return -EINVAL;
-	might_sleep();
-
-	/*
-	 * The snapshot is taken under ds_mutex too: ds_detach() marks the
-	 * tracer detached before it collects the hardware's last records,
-	 * and a reader must not see it detached with a count still to grow.
-	 */
-	mutex_lock(&ds_mutex);
-	ds_tracer_sync(tracer);
 
 	geom->kind = tracer->kind;
 	geom->backend = tracer->backend == &ds_hw_backend ?
@@ -2387,13 +2377,82 @@ int ds_get_geometry(struct ds_tracer *tracer, struct ds_geometry *geom)
 	geom->format = tracer->kind == DS_PEBS ? ds_caps.pebs_format : 0;
 	geom->record_size = tracer->rec_size;
 	geom->capacity = tracer->capacity;
-	geom->threshold = tracer->threshold;
 	raw_spin_lock_irqsave(&tracer->lock, flags);
+	geom->threshold = tracer->threshold;
 	geom->count = tracer->count;
 	geom->index = tracer->head;
 	geom->lost = tracer->lost;
 	geom->status = ds_status(tracer);
 	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+}
+
+/* Is @task off its CPU, its last switch out, and so its collection, done? */
+static bool ds_task_off_cpu(struct task_struct *task)
+{
+#ifdef CONFIG_SMP
+	/* Pairs with the release in finish_task(), after switch_to(). */
+	return !smp_load_acquire(&task->on_cpu);
+#else
+	return task != current;
+#endif
+}
+
+/* Moves at every switch out of @task, before that switch collects. */
+static unsigned long ds_task_switches(struct task_struct *task)
+{
+	return READ_ONCE(task->nvcsw) + READ_ONCE(task->nivcsw);
+}
+
+/*
+ * The geometry of a task's tracer whose task is off its CPU, without
+ * ds_mutex and without a look at the CPUs: nothing of the task is staged,
+ * since its switch out collected before the scheduler let go of it. A
+ * tracer reading a stopped tracee record by record pays only this. The
+ * snapshot counts if the task was off its CPU before and after it, with no
+ * switch in between, and the tracer still attached: ds_detach() marks the
+ * tracer detached before it collects.
+ */
+static bool ds_geometry_unlocked(struct ds_tracer *tracer,
+				 struct ds_geometry *geom)
+{
+	struct task_struct *task;
+	unsigned long switches;
+	bool ok = false;
+
+	if (tracer->cpu >= 0)
+		return false;
+	task = ds_tracer_task(tracer);
+	if (!task)
+		return false;
+	switches = ds_task_switches(task);
+	if (ds_task_off_cpu(task)) {
+		ds_geometry_fill(tracer, geom);
+		/* The snapshot, then the second look. */
+		smp_rmb();
+		ok = ds_task_off_cpu(task) &&
+		     ds_task_switches(task) == switches &&
+		     !(geom->status & DS_STATUS_DETACHED);
+	}
+	put_task_struct(task);
+	return ok;
+}
+
+int ds_get_geometry(struct ds_tracer *tracer, struct ds_geometry *geom)
+{
+	if (IS_ERR_OR_NULL(tracer) || !geom)
+		return -EINVAL;
+	might_sleep();
+
+	if (ds_geometry_unlocked(tracer, geom))
+		return 0;
+	/*
+	 * The snapshot is taken under ds_mutex too: ds_detach() marks the
+	 * tracer detached before it collects the hardware's last records,
+	 * and a reader must not see it detached with a count still to grow.
+	 */
+	mutex_lock(&ds_mutex);
+	ds_tracer_sync(tracer);
+	ds_geometry_fill(tracer, geom);
 	mutex_unlock(&ds_mutex);
 	return 0;
 }

@@ -372,6 +372,9 @@ int ds_clear(struct ds_tracer *tracer);
  * Records the hardware has stored but the allocator has not yet copied
  * into the trace buffer are collected first. Once @geom reports
  * %DS_STATUS_DETACHED, every record is collected: the count grows no more.
+ * For the tracer of a task that is not running (a tracee in a ptrace
+ * stop) there is nothing to collect, and the call takes no global lock
+ * and interrupts no CPU.
  *
  * Context: process context, may sleep.
  * Return: 0, or -EINVAL for a bad handle or NULL @geom.

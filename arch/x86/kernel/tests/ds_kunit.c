@@ -1728,6 +1728,64 @@ static void ds_test_ipi_targets(struct kunit *test)
 
 /* --- geometry --- */
 
+struct ds_test_reader {
+	struct ds_tracer	*tracer;
+	struct ds_geometry	geom;
+	int			err;
+	struct completion	done;
+};
+
+static int ds_test_read_geometry(void *arg)
+{
+	struct ds_test_reader *r = arg;
+
+	r->err = ds_get_geometry(r->tracer, &r->geom);
+	complete(&r->done);
+	return 0;
+}
+
+/*
+ * The geometry of a task that is not running needs no global lock: read
+ * while this case holds ds_mutex, it still comes. A tracer reading a
+ * stopped tracee record by record asks for it at every record.
+ */
+static void ds_test_geometry_unlocked(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_test_reader r = { };
+	struct task_struct *sleeper, *reader;
+	unsigned long done;
+
+	sleeper = kthread_create(ds_test_never_runs, NULL, "ds_test_sleeper");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(sleeper));
+	get_task_struct(sleeper);
+	KUNIT_EXPECT_NE(test, wait_task_inactive(sleeper, TASK_UNINTERRUPTIBLE),
+			0);
+	r.tracer = ds_test_keep(test, ds_request_bts_task(sleeper, &cfg));
+	init_completion(&r.done);
+	if (IS_ERR(r.tracer)) {
+		KUNIT_FAIL(test, "request: %ld", PTR_ERR(r.tracer));
+		goto stop;
+	}
+
+	mutex_lock(&ds_mutex);
+	reader = kthread_run(ds_test_read_geometry, &r, "ds_test_reader");
+	done = IS_ERR(reader) ? 0 : wait_for_completion_timeout(&r.done, HZ);
+	mutex_unlock(&ds_mutex);
+	if (!IS_ERR(reader) && !done)
+		wait_for_completion(&r.done);
+
+	KUNIT_EXPECT_FALSE(test, IS_ERR(reader));
+	KUNIT_EXPECT_NE(test, done, 0);
+	KUNIT_EXPECT_EQ(test, r.err, 0);
+	KUNIT_EXPECT_EQ(test, r.geom.backend, DS_BACKEND_HARDWARE);
+	KUNIT_EXPECT_EQ(test, r.geom.status, 0);
+	ds_test_release(test, r.tracer);
+stop:
+	kthread_stop(sleeper);
+	put_task_struct(sleeper);
+}
+
 static void ds_test_odd_size(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(521);
@@ -3199,6 +3257,7 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_one_record),
 	KUNIT_CASE(ds_test_bad_sizes),
 	KUNIT_CASE(ds_test_hw_geometry),
+	KUNIT_CASE(ds_test_geometry_unlocked),
 	KUNIT_CASE(ds_test_wrap_order),
 	KUNIT_CASE(ds_test_read_records),
 	KUNIT_CASE(ds_test_caller_buffer),
