@@ -7,7 +7,10 @@
  * has BTS, so every test runs against a simulated CPU: it stores records
  * into the staging buffer through the DS save area and advances the index
  * as the hardware does, and it raises the threshold PMI by calling the NMI
- * handler.
+ * handler. It stands in for the hardware system-wide while a case runs:
+ * the context switch, the NMI handler and the IPIs run on every CPU, where
+ * no per-test seam reaches. So ds_test_init() refuses to start while
+ * another client drives the Debug Store.
  */
 
 #include <kunit/test.h>
