@@ -222,6 +222,7 @@ struct ds_tracer {
 	size_t			count;		/* valid records */
 	size_t			threshold;	/* notify at, records; 0: wrap */
 	u64			lost;		/* since the last clear */
+	bool			dropped;	/* @lost is a lower bound */
 	u64			pebs_reset[DS_PEBS_MAX_RESETS];
 
 	/*
@@ -698,6 +699,7 @@ static void ds_buf_reset(struct ds_tracer *tracer)
 	tracer->head = 0;
 	tracer->count = 0;
 	tracer->lost = 0;
+	WRITE_ONCE(tracer->dropped, false);
 	WRITE_ONCE(tracer->paused, false);
 }
 
@@ -1030,10 +1032,13 @@ static void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)
 			ds_buf_append(tracer, dc->stage[kind], n);
 		/*
 		 * A full staging buffer dropped what came next, and the CPU
-		 * does not say how much: count at least one lost record.
+		 * does not say how much: count at least one lost record, and
+		 * say that the count is a lower bound.
 		 */
-		if (index >= part->absmax)
+		if (index >= part->absmax) {
 			tracer->lost++;
+			WRITE_ONCE(tracer->dropped, true);
+		}
 		raw_spin_unlock(&tracer->lock);
 	}
 	/*
@@ -2362,6 +2367,8 @@ static unsigned int ds_status(const struct ds_tracer *tracer)
 		status |= DS_STATUS_PAUSED;
 	if (!READ_ONCE(tracer->attached))
 		status |= DS_STATUS_DETACHED;
+	if (READ_ONCE(tracer->dropped))
+		status |= DS_STATUS_DROPPED;
 	return status;
 }
 

@@ -68,6 +68,8 @@ enum ds_backend_id {
 #define DS_STATUS_SUSPENDED	BIT(0)	/* ds_suspend() without ds_resume() */
 #define DS_STATUS_PAUSED	BIT(1)	/* notify threshold reached */
 #define DS_STATUS_DETACHED	BIT(2)	/* the traced task has exited */
+/* A full staging buffer dropped records uncounted: lost is a lower bound. */
+#define DS_STATUS_DROPPED	BIT(3)
 
 /* The largest trace buffer one request may ask for, in bytes. */
 #define DS_MAX_BUFFER_SIZE	SZ_4M
@@ -198,7 +200,10 @@ struct ds_config {
  * @count:	 valid records, at most @capacity
  * @index:	 the slot the next record goes to
  * @threshold:	 notification threshold in records (0 for wrap mode)
- * @lost:	 records overwritten or dropped since the last ds_clear()
+ * @lost:	 records overwritten or dropped since the last ds_clear();
+ *		 exact, unless %DS_STATUS_DROPPED says the hardware dropped
+ *		 some it does not count (a threshold PMI too late to collect
+ *		 the staging buffer before it filled), then a lower bound
  * @status:	 %DS_STATUS_* bits
  */
 struct ds_geometry {

@@ -1814,6 +1814,8 @@ static void ds_test_one_record(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, geom.count, 1);
 	KUNIT_EXPECT_EQ(test, geom.lost, 2);
 	KUNIT_EXPECT_EQ(test, geom.index, 0);
+	/* Overwritten in the trace buffer: counted exactly. */
+	KUNIT_EXPECT_EQ(test, geom.status, 0);
 	ds_test_expect_branch(test, tracer, 0, 2);
 }
 
@@ -2538,7 +2540,8 @@ static void ds_test_pmi_stops_bts(struct kunit *test)
 
 /*
  * A PMI too late to stop the CPU before the staging buffer is full: the
- * records it dropped are not known, but at least one is counted lost.
+ * records it dropped are not known, but at least one is counted lost, and
+ * the status says the count is a lower bound, until a clear.
  */
 static void ds_test_stage_full_lost(struct kunit *test)
 {
@@ -2563,6 +2566,9 @@ static void ds_test_stage_full_lost(struct kunit *test)
 	geom = ds_test_geom(test, tracer);
 	KUNIT_EXPECT_EQ(test, geom.count, DS_TEST_STAGE_RECORDS);
 	KUNIT_EXPECT_EQ(test, geom.lost, 1);
+	KUNIT_EXPECT_EQ(test, geom.status, DS_STATUS_DROPPED);
+	KUNIT_EXPECT_EQ(test, ds_clear(tracer), 0);
+	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).status, 0);
 }
 
 /*
