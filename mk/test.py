@@ -10,7 +10,7 @@ started as soon as those are done, within the host's two cores:
   - up to --lanes VMs (default 2: a TCG run keeps about one host core
     busy), and no more than one beside a build;
   - fetches and small steps (an initramfs, the package downloads) at once.
-Priorities order the builds (the test kernel, wanted by eight runs, then
+Priorities order the builds (the test kernel, wanted by nine runs, then
 the selftests and the model's QEMU) and start the longest runs first; a
 run whose initramfs is seconds away is waited for before a shorter one.
 
@@ -198,7 +198,7 @@ def make_jobs(runs, only):
     add(Job("tree", MAKE0 + ["tree"], ["deps"], prio=0, phase="base, tree"))
     add(Job("checks", MAKE + ["test-checks"], ["tree"], prio=60,
             phase="report-test, ds-owner-check"))
-    # Builds, in the order they are wanted: the test kernel serves eight
+    # Builds, in the order they are wanted: the test kernel serves nine
     # runs, QEMU six of them and more; the selftests every run.
     order = ["kernel", "selftests", "qemu", "stress-kernel", "i386-kernel",
              "nods-kernel"]
