@@ -2334,9 +2334,10 @@ static void xm_print(const char *how, const struct xm_result *r)
 	ksft_print_msg("%s: %lu calls (%lu, %lu by form, %lu bad, first %#lx for %ld)\n",
 		       how, r->calls, r->seen[0], r->seen[1], r->bad,
 		       r->first_bad, r->first_arg);
-	ksft_print_msg("%s: %lu rewrites, %lu hits, %lu preempted, %lu taken, %lu records, %lu from site, %lu stray\n",
-		       how, r->rewrites, r->hits, r->preempted, r->taken,
-		       r->records, r->from_site, r->stray);
+	ksft_print_msg("%s: %lu rewrites, %lu hits, %lu preempted\n",
+		       how, r->rewrites, r->hits, r->preempted);
+	ksft_print_msg("%s: %lu taken, %lu records, %lu from site, %lu stray\n",
+		       how, r->taken, r->records, r->from_site, r->stray);
 }
 
 FIXTURE(xmod) {
