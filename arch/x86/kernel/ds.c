@@ -222,7 +222,7 @@ struct ds_tracer {
 	size_t			count;		/* valid records */
 	size_t			threshold;	/* notify at, records; 0: wrap */
 	u64			lost;		/* since the last clear */
-	bool			dropped;	/* @lost is a lower bound */
+	bool			dropped;	/* a staging buffer filled: @lost approximate */
 	u64			pebs_reset[DS_PEBS_MAX_RESETS];
 
 	/*
@@ -1031,9 +1031,9 @@ static void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)
 		else
 			ds_buf_append(tracer, dc->stage[kind], n);
 		/*
-		 * A full staging buffer dropped what came next, and the CPU
-		 * does not say how much: count at least one lost record, and
-		 * say that the count is a lower bound.
+		 * A full staging buffer dropped what came next, if anything,
+		 * and the CPU does not say how much: count one lost record,
+		 * and say that the count is approximate.
 		 */
 		if (index >= part->absmax) {
 			tracer->lost++;
@@ -2432,6 +2432,8 @@ static bool ds_geometry_unlocked(struct ds_tracer *tracer,
 	if (!task)
 		return false;
 	switches = ds_task_switches(task);
+	/* The count, then the look: a switch after it moves the count. */
+	smp_rmb();
 	if (ds_task_off_cpu(task)) {
 		ds_geometry_fill(tracer, geom);
 		/* The snapshot, then the second look. */
@@ -2876,7 +2878,13 @@ static int __init ds_init(void)
 	 * go without a lock that would order registrations.
 	 */
 	if (ds_caps.bts || ds_caps.pebs) {
-		ret = register_nmi_handler(NMI_LOCAL, ds_nmi_handler, 0, "ds");
+		/*
+		 * First: until it stops BTS, a kernel-mode trace records the
+		 * handlers before it into the staging buffer's margin.
+		 * nmi_handle() calls every handler all the same.
+		 */
+		ret = register_nmi_handler(NMI_LOCAL, ds_nmi_handler,
+					   NMI_FLAG_FIRST, "ds");
 		if (ret)
 			return ret;
 	}
@@ -3065,16 +3073,25 @@ void ds_perf_bts_disable(void)
 }
 EXPORT_SYMBOL_GPL(ds_perf_bts_disable);
 
-/* The real MSR, whoever set the bits: the crash path, see crash.c. */
+/*
+ * The real MSRs, whoever set them: the crash path, see crash.c, on a CPU
+ * that never returns to perf or to us. PEBS goes first, so that no assist
+ * uses the save area after IA32_DS_AREA is cleared.
+ */
 void ds_emergency_stop(void)
 {
 	u64 ctl;
 
-	if (!boot_cpu_has(X86_FEATURE_DS))
+	if (boot_cpu_data.x86_vendor != X86_VENDOR_INTEL ||
+	    boot_cpu_data.x86 == DS_NETBURST_FAMILY ||
+	    !boot_cpu_has(X86_FEATURE_DS))
 		return;
 	ctl = get_debugctlmsr();
 	if (ctl & DS_DEBUGCTL_MASK)
 		update_debugctlmsr(ctl & ~DS_DEBUGCTL_MASK);
+	if (boot_cpu_has(X86_FEATURE_PEBS))
+		wrmsrl_safe(MSR_IA32_PEBS_ENABLE, 0);
+	wrmsrl_safe(MSR_IA32_DS_AREA, 0);
 }
 
 #ifdef CONFIG_X86_DS_KUNIT_TEST

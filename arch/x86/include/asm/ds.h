@@ -68,7 +68,7 @@ enum ds_backend_id {
 #define DS_STATUS_SUSPENDED	BIT(0)	/* ds_suspend() without ds_resume() */
 #define DS_STATUS_PAUSED	BIT(1)	/* notify threshold reached */
 #define DS_STATUS_DETACHED	BIT(2)	/* the traced task has exited */
-/* A full staging buffer dropped records uncounted: lost is a lower bound. */
+/* A staging buffer filled: lost is approximate, see struct ds_geometry. */
 #define DS_STATUS_DROPPED	BIT(3)
 
 /* The largest trace buffer one request may ask for, in bytes. */
@@ -201,9 +201,10 @@ struct ds_config {
  * @index:	 the slot the next record goes to
  * @threshold:	 notification threshold in records (0 for wrap mode)
  * @lost:	 records overwritten or dropped since the last ds_clear();
- *		 exact, unless %DS_STATUS_DROPPED says the hardware dropped
- *		 some it does not count (a threshold PMI too late to collect
- *		 the staging buffer before it filled), then a lower bound
+ *		 exact, unless %DS_STATUS_DROPPED: a staging buffer filled
+ *		 before its threshold PMI was handled, and the hardware
+ *		 dropped none or any number of records after it, which @lost
+ *		 counts as one each time
  * @status:	 %DS_STATUS_* bits
  */
 struct ds_geometry {
@@ -886,12 +887,12 @@ void ds_perf_bts_enable(bool user, bool kernel, bool interrupt);
 void ds_perf_bts_disable(void);
 
 /**
- * ds_emergency_stop() - stop BTS on this CPU, whoever set it
+ * ds_emergency_stop() - stop BTS and PEBS on this CPU, whoever set them
  *
  * A crash kexec runs neither the reboot notifier nor the syscore shutdown
- * that leave the Debug Store: the crash kernel must not receive branch
- * records in its memory. IA32_DS_AREA stays; the crash kernel clears it as
- * its CPUs come online.
+ * that leave the Debug Store: the crash kernel must not receive records in
+ * its memory. Clears the BTS bits of DEBUGCTL, IA32_PEBS_ENABLE and
+ * IA32_DS_AREA, for a CPU that will not run this kernel again.
  *
  * Context: interrupts disabled or NMI.
  */

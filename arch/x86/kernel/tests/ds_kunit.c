@@ -2540,8 +2540,8 @@ static void ds_test_pmi_stops_bts(struct kunit *test)
 
 /*
  * A PMI too late to stop the CPU before the staging buffer is full: the
- * records it dropped are not known, but at least one is counted lost, and
- * the status says the count is a lower bound, until a clear.
+ * records it dropped are not known: one is counted lost, and the status
+ * says the count is approximate, until a clear.
  */
 static void ds_test_stage_full_lost(struct kunit *test)
 {
