@@ -490,6 +490,14 @@ static u64 ds_msr_swap_pebs_data_cfg(u64 val)
 	return old;
 }
 
+/* Our staging pages are vmalloc()ed; perf's buffers are contiguous. */
+static phys_addr_t ds_buf_phys(void *p)
+{
+	if (is_vmalloc_addr(p))
+		return page_to_phys(vmalloc_to_page(p));
+	return virt_to_phys(p);
+}
+
 /*
  * No flush of other CPUs, where perf's ds_update_cea() flushed every CPU
  * for each buffer it mapped: the slot is not present before, since every
@@ -503,7 +511,7 @@ static void ds_msr_map(void *cea, void *buf, size_t size)
 
 	preempt_disable();
 	for (off = 0; off < size; off += PAGE_SIZE)
-		cea_set_pte(cea + off, virt_to_phys(buf + off), PAGE_KERNEL);
+		cea_set_pte(cea + off, ds_buf_phys(buf + off), PAGE_KERNEL);
 	preempt_enable();
 }
 
@@ -1407,10 +1415,7 @@ static void ds_stage_free(int cpu, enum ds_kind kind)
 {
 	struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
 
-	if (!dc->stage[kind])
-		return;
-	free_pages((unsigned long)dc->stage[kind],
-		   get_order(ds_stage_size(kind)));
+	vfree(dc->stage[kind]);
 	dc->stage[kind] = NULL;
 }
 
@@ -1419,16 +1424,21 @@ static int ds_stage_alloc(int cpu, enum ds_kind kind)
 	struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
 	struct debug_store_buffers *cea;
 	size_t size = ds_stage_size(kind);
-	struct page *page;
+	void *buf;
 
 	KUNIT_STATIC_STUB_REDIRECT(ds_stage_alloc, cpu, kind);
-	page = alloc_pages_node(cpu_to_node(cpu),
-				GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN,
-				get_order(size));
-	if (!page)
+	/*
+	 * Page by page, as the slot is mapped: no high-order allocation to
+	 * fail under fragmentation. Charged to the memory cgroup of the
+	 * request that sets the hardware up, until it is torn down.
+	 */
+	buf = __vmalloc_node(size, PAGE_SIZE,
+			     GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN,
+			     cpu_to_node(cpu), __builtin_return_address(0));
+	if (!buf)
 		return -ENOMEM;
 	cea = &get_cpu_entry_area(cpu)->cpu_debug_buffers;
-	dc->stage[kind] = page_address(page);
+	dc->stage[kind] = buf;
 	dc->stage_hw[kind] = (unsigned long)(kind == DS_BTS ? cea->bts_buffer :
 							    cea->pebs_buffer);
 	dc->stage_cap[kind] = size / ds_hw_record_size(kind);
@@ -2110,8 +2120,8 @@ static int ds_attach(struct ds_tracer *tracer, struct task_struct *task,
 	/*
 	 * The hardware was taken after the choice (perf reserves it without
 	 * ds_mutex) or is a CPU tracer's, or its staging buffers could not be
-	 * had (-EAGAIN from ds_hw_get(): high-order pages, under
-	 * fragmentation): emulate, as the choice would have.
+	 * had (-EAGAIN from ds_hw_get(), out of memory): emulate, as the
+	 * choice would have.
 	 */
 	if ((err == -EBUSY || err == -EAGAIN) && want == DS_BACKEND_AUTO &&
 	    backend == &ds_hw_backend && task) {
