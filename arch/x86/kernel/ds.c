@@ -16,7 +16,8 @@
  * allocator collects the staging buffer into the trace buffer of the tracer
  * loaded on that CPU: when the task is scheduled out, at the threshold
  * interrupt, and before a client reads. The kernel itself only touches the
- * staging pages and the save area through their direct-map aliases.
+ * staging pages and the save area through their own (vmalloc, direct-map)
+ * aliases.
  *
  * The trace buffer does the overflow policy: wrap-around (oldest records are
  * overwritten and counted lost) or notification (at a threshold the client's
@@ -250,7 +251,7 @@ struct ds_cpu {
 	/* DS save area: direct-map alias, and the CEA address the CPU uses. */
 	struct debug_store	*area;
 	unsigned long		area_hw;
-	/* Staging buffers: direct-map alias, CEA address, records. */
+	/* Staging buffers: vmalloc alias, CEA address, records. */
 	void			*stage[DS_NR_KINDS];
 	unsigned long		stage_hw[DS_NR_KINDS];
 	size_t			stage_cap[DS_NR_KINDS];
@@ -1429,11 +1430,13 @@ static int ds_stage_alloc(int cpu, enum ds_kind kind)
 	KUNIT_STATIC_STUB_REDIRECT(ds_stage_alloc, cpu, kind);
 	/*
 	 * Page by page, as the slot is mapped: no high-order allocation to
-	 * fail under fragmentation. Charged to the memory cgroup of the
-	 * request that sets the hardware up, until it is torn down.
+	 * fail under fragmentation. Not charged to a memory cgroup: every
+	 * tracer of the machine shares them. Failing rather than calling
+	 * the OOM killer: a request for any backend then gets the emulation.
 	 */
 	buf = __vmalloc_node(size, PAGE_SIZE,
-			     GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN,
+			     GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN |
+			     __GFP_RETRY_MAYFAIL,
 			     cpu_to_node(cpu), __builtin_return_address(0));
 	if (!buf)
 		return -ENOMEM;

@@ -2357,23 +2357,6 @@ static void ds_test_stage_nomem_falls_back(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, ds_bts_fac->active);
 }
 
-/*
- * The staging buffers are allocated page by page (vmalloc), as their
- * cpu_entry_area slots are mapped: no high-order allocation.
- */
-static void ds_test_stage_pages(struct kunit *test)
-{
-	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
-	int cpu;
-
-	KUNIT_ASSERT_FALSE(test, IS_ERR(ds_test_task(test, &cfg)));
-	for_each_possible_cpu(cpu) {
-		void *stage = per_cpu(ds_cpus, cpu).stage[DS_BTS];
-
-		KUNIT_EXPECT_TRUE(test, is_vmalloc_addr(stage));
-	}
-}
-
 static void ds_test_memlock_mm_gone(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(4 * PAGE_SIZE);
@@ -3300,7 +3283,6 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_memlock_limit),
 	KUNIT_CASE(ds_test_memlock_failed_alloc),
 	KUNIT_CASE(ds_test_stage_nomem_falls_back),
-	KUNIT_CASE(ds_test_stage_pages),
 	KUNIT_CASE(ds_test_memlock_mm_gone),
 	KUNIT_CASE(ds_test_fork_not_inherited),
 	KUNIT_CASE(ds_test_release_on_exit),
