@@ -3,14 +3,17 @@
  * Debug Store (BTS/PEBS) resource allocator.
  *
  * This file is the only writer of IA32_DS_AREA and of the TR, BTS, BTINT,
- * BTS_OFF_OS and BTS_OFF_USR bits of IA32_DEBUGCTL. Clients request a BTS or
- * PEBS tracer for a task or for a CPU and get an opaque handle.
+ * BTS_OFF_OS and BTS_OFF_USR bits of IA32_DEBUGCTL. Clients request a BTS
+ * tracer for a task or for a CPU and get an opaque handle. PEBS has one
+ * client, perf: its records come from counters, which perf owns, so a PEBS
+ * buffer is of use only to whoever programs them; the allocator places
+ * perf's PEBS buffer in the save area beside the BTS half.
  *
  * Buffers and page table isolation. The CPU stores records through linear
  * addresses, also while the user page tables are loaded. With PTI only the
  * cpu_entry_area (CEA) is mapped in both, so a client's buffer cannot be
- * handed to the hardware. Instead every CPU has a fixed "staging" buffer per
- * kind, mapped into the CEA slot the kernel reserves for it
+ * handed to the hardware. Instead every CPU has a fixed BTS "staging"
+ * buffer, mapped into the CEA slot the kernel reserves for it
  * (cpu_debug_buffers), and the DS save area is the CEA alias of the per-CPU
  * cpu_debug_store. The client's trace buffer is ordinary kernel memory. The
  * allocator collects the staging buffer into the trace buffer of the tracer
@@ -60,15 +63,16 @@
  * IA32_DS_AREA and sets the BTS bits through the ds_perf_*() calls at the
  * end of this file, which are built whenever that driver is
  * (CONFIG_X86_DS_CORE), allocator or not. The save area has two halves,
- * BTS and PEBS, handed out separately (struct ds_facility): for each, the
- * allocator's hardware tracers of that kind and perf take turns, hardware
- * requests failing with -EBUSY while perf holds the half and perf's
- * reservation refused while such tracers exist. So perf's precise events
- * and a debugger's hardware BTS run together, each in its half of the same
- * area; IA32_DS_AREA, which both need, is counted per CPU. perf holds a
- * half only while it has events that use it (BTS and intel_bts, precise),
- * so its counting events and the NMI watchdog take nothing. Emulated
- * tracers need no hardware and run alongside perf.
+ * BTS and PEBS, handed out separately (struct ds_facility). The PEBS half
+ * is perf's whenever it asks. For the BTS half the allocator's hardware
+ * tracers and perf take turns, hardware requests failing with -EBUSY while
+ * perf holds it and perf's reservation refused while such tracers exist.
+ * So perf's precise events and a debugger's hardware BTS run together,
+ * each in its half of the same area; IA32_DS_AREA, which both need, is
+ * counted per CPU. perf holds a half only while it has events that use it
+ * (BTS and intel_bts, precise), so its counting events and the NMI
+ * watchdog take nothing. Emulated tracers need no hardware and run
+ * alongside perf.
  */
 
 #define pr_fmt(fmt) "ds: " fmt
@@ -125,36 +129,22 @@
 
 /* Staging buffers: the CEA slots the kernel reserves for them. */
 #define DS_STAGE_SIZE		BTS_BUFFER_SIZE
-/* Core2 (PEBS format 0) hangs with PEBS buffers above one page. */
-#define DS_PEBS_FMT0_STAGE_SIZE	PAGE_SIZE
 /* Interrupt when 1/2^n of the staging buffer is left, as margin for skid. */
 #define DS_STAGE_MARGIN_SHIFT	4
 
 /* Netburst places the BTS controls at other DEBUGCTL bits: unsupported. */
 #define DS_NETBURST_FAMILY	0xf
 
-/* PEBS record sizes by IA32_PERF_CAPABILITIES[11:8], in u64 fields. */
-#define DS_PEBS_FMT_CORE	0	/* flags, ip, 16 GPRs */
-#define DS_PEBS_FMT_NHM		1	/* + status, dla, dse, lat */
-#define DS_PEBS_FMT_HSW		2	/* + real_ip, tsx_tuning */
-#define DS_PEBS_FMT_SKL		3	/* + tsc */
-#define DS_PEBS_FMT_ICL		4	/* adaptive: basic group */
-#define DS_PEBS_FMT_EPT		5	/* adaptive, PEBS-EPT */
-#define DS_PEBS_FMT_6		6	/* adaptive, as 6.12 perf treats it */
-#define DS_PEBS_NR_FORMATS	7
-
 /**
  * struct ds_hw_caps - what the Debug Store hardware offers
  * @bts:	 BTS with the 64-bit format
- * @pebs:	 PEBS with a known record format
- * @pebs_format: IA32_PERF_CAPABILITIES[11:8]
+ * @pebs:	 PEBS, whose half of the save area perf may reserve
  * @meltdown:	 user mode can read kernel mappings speculatively, the
  *		 cpu_entry_area staging buffers included
  */
 struct ds_hw_caps {
 	bool		bts;
 	bool		pebs;
-	unsigned int	pebs_format;
 	bool		meltdown;
 };
 
@@ -168,26 +158,14 @@ struct ds_hw_ops {
 	void	(*write_debugctl)(u64 val);
 	void	(*write_ds_area)(unsigned long addr);
 	u32	(*arm_pmi)(void);
-	void	(*ack_pmi)(bool ovf_buffer);
+	void	(*ack_pmi)(void);
 	void	(*restore_pmi)(u32 lvtpc);
-	u64	(*swap_pebs_data_cfg)(u64 val);
 	void	(*map)(void *cea, void *buf, size_t size);
 	void	(*unmap)(void *cea, size_t size);
 	void	(*flush)(unsigned long start, unsigned long end);
 };
 
 #ifdef CONFIG_X86_DS
-
-static const u8 ds_pebs_record_words[DS_PEBS_NR_FORMATS] = {
-	[DS_PEBS_FMT_CORE]	= 18,
-	[DS_PEBS_FMT_NHM]	= 22,
-	[DS_PEBS_FMT_HSW]	= 24,
-	[DS_PEBS_FMT_SKL]	= 25,
-	/* format_size/group, ip, applicable counters, tsc */
-	[DS_PEBS_FMT_ICL]	= 4,
-	[DS_PEBS_FMT_EPT]	= 4,
-	[DS_PEBS_FMT_6]		= 4,
-};
 
 /* The task side: the tracers of one thread, thread_struct::ds_ctx. */
 struct ds_context {
@@ -224,7 +202,6 @@ struct ds_tracer {
 	size_t			threshold;	/* notify at, records; 0: wrap */
 	u64			lost;		/* since the last clear */
 	bool			dropped;	/* a staging buffer filled: @lost approximate */
-	u64			pebs_reset[DS_PEBS_MAX_RESETS];
 
 	/*
 	 * Locked-memory charge: the requester's user (referenced) bears it
@@ -268,8 +245,6 @@ struct ds_cpu {
 	bool			nmi_stopped;
 	/* APIC_LVTPC before we programmed it. */
 	u32			lvtpc;
-	/* MSR_PEBS_DATA_CFG before we cleared it (adaptive PEBS only). */
-	u64			pebs_data_cfg;
 	/*
 	 * The facilities (BIT(kind)) this CPU's tracers use: their half of
 	 * the save area is ours to program, their staging buffer ours to
@@ -401,7 +376,7 @@ static void ds_hw_backend_stop(struct ds_tracer *tracer);
 
 static const struct ds_backend ds_hw_backend = {
 	.name	= "hardware",
-	.kinds	= BIT(DS_BTS) | BIT(DS_PEBS),
+	.kinds	= BIT(DS_BTS),
 	.start	= ds_hw_backend_start,
 	.stop	= ds_hw_backend_stop,
 };
@@ -410,14 +385,8 @@ static const struct ds_backend ds_hw_backend = {
 
 /* --- the real hardware --- */
 
-/* PEBS with GLOBAL_OVF_CTRL (perfmon version 2 on): see ds_msr_ack_pmi(). */
-static bool ds_msr_ack_ovf_buffer;
-
 static void ds_msr_probe(struct ds_hw_caps *caps)
 {
-	union cpuid10_eax perfmon = { .full = 0 };
-	u64 perf_caps = 0;
-
 	memset(caps, 0, sizeof(*caps));
 	/* percpu_setup_debug_store() maps the CEA slots on Intel only. */
 	if (boot_cpu_data.x86_vendor != X86_VENDOR_INTEL ||
@@ -426,17 +395,8 @@ static void ds_msr_probe(struct ds_hw_caps *caps)
 		return;
 
 	caps->bts = boot_cpu_has(X86_FEATURE_BTS);
+	caps->pebs = boot_cpu_has(X86_FEATURE_PEBS);
 	caps->meltdown = boot_cpu_has_bug(X86_BUG_CPU_MELTDOWN);
-	if (!boot_cpu_has(X86_FEATURE_PEBS))
-		return;
-	/* Without PDCM there is no capabilities MSR: format 0. */
-	if (boot_cpu_has(X86_FEATURE_PDCM))
-		rdmsrl(MSR_IA32_PERF_CAPABILITIES, perf_caps);
-	caps->pebs = true;
-	caps->pebs_format = FIELD_GET(PERF_CAP_PEBS_FORMAT, perf_caps);
-	if (boot_cpu_has(X86_FEATURE_ARCH_PERFMON))
-		perfmon.full = cpuid_eax(0xa);
-	ds_msr_ack_ovf_buffer = perfmon.split.version_id >= 2;
 }
 
 static u64 ds_msr_read_debugctl(void)
@@ -463,32 +423,18 @@ static u32 ds_msr_arm_pmi(void)
 }
 
 /*
- * Many CPUs mask LVTPC when they deliver a PMI. A PEBS threshold also sets
- * GLOBAL_STATUS.OvfBuffer, which stays set until software clears it: while
- * the PEBS half is ours (@ovf_buffer), clear it, as perf does for its own
- * buffer, or perf's PMI handler finds it later and takes it for a PEBS
- * interrupt of its own. While the half is perf's, the bit is perf's too.
+ * Many CPUs mask LVTPC when they deliver a PMI. A BTS threshold sets no
+ * status bit (unlike PEBS, GLOBAL_STATUS.OvfBuffer, which is perf's), so
+ * unmasking is all there is to acknowledge.
  */
-static void ds_msr_ack_pmi(bool ovf_buffer)
+static void ds_msr_ack_pmi(void)
 {
-	if (ovf_buffer && ds_msr_ack_ovf_buffer)
-		wrmsrl(MSR_CORE_PERF_GLOBAL_OVF_CTRL,
-		       MSR_CORE_PERF_GLOBAL_OVF_CTRL_OVF_BUF);
 	apic_write(APIC_LVTPC, APIC_DM_NMI);
 }
 
 static void ds_msr_restore_pmi(u32 lvtpc)
 {
 	apic_write(APIC_LVTPC, lvtpc);
-}
-
-static u64 ds_msr_swap_pebs_data_cfg(u64 val)
-{
-	u64 old;
-
-	rdmsrl(MSR_PEBS_DATA_CFG, old);
-	wrmsrl(MSR_PEBS_DATA_CFG, val);
-	return old;
 }
 
 /* Our staging pages are vmalloc()ed; perf's buffers are contiguous. */
@@ -544,7 +490,6 @@ static const struct ds_hw_ops ds_msr_ops __maybe_unused = {
 	.arm_pmi	= ds_msr_arm_pmi,
 	.ack_pmi	= ds_msr_ack_pmi,
 	.restore_pmi	= ds_msr_restore_pmi,
-	.swap_pebs_data_cfg = ds_msr_swap_pebs_data_cfg,
 	.map		= ds_msr_map,
 	.unmap		= ds_msr_unmap,
 	.flush		= ds_msr_flush,
@@ -561,7 +506,6 @@ DEFINE_STATIC_CALL(ds_hw_write_ds_area, ds_msr_write_ds_area);
 DEFINE_STATIC_CALL(ds_hw_arm_pmi, ds_msr_arm_pmi);
 DEFINE_STATIC_CALL(ds_hw_ack_pmi, ds_msr_ack_pmi);
 DEFINE_STATIC_CALL(ds_hw_restore_pmi, ds_msr_restore_pmi);
-DEFINE_STATIC_CALL(ds_hw_swap_pebs_data_cfg, ds_msr_swap_pebs_data_cfg);
 DEFINE_STATIC_CALL(ds_hw_map, ds_msr_map);
 DEFINE_STATIC_CALL(ds_hw_unmap, ds_msr_unmap);
 DEFINE_STATIC_CALL(ds_hw_flush, ds_msr_flush);
@@ -575,7 +519,6 @@ static void __maybe_unused ds_hw_install(const struct ds_hw_ops *ops)
 	static_call_update(ds_hw_arm_pmi, ops->arm_pmi);
 	static_call_update(ds_hw_ack_pmi, ops->ack_pmi);
 	static_call_update(ds_hw_restore_pmi, ops->restore_pmi);
-	static_call_update(ds_hw_swap_pebs_data_cfg, ops->swap_pebs_data_cfg);
 	static_call_update(ds_hw_map, ops->map);
 	static_call_update(ds_hw_unmap, ops->unmap);
 	static_call_update(ds_hw_flush, ops->flush);
@@ -585,50 +528,10 @@ static void __maybe_unused ds_hw_install(const struct ds_hw_ops *ops)
 
 /* --- hardware capabilities --- */
 
-static size_t ds_hw_record_size(enum ds_kind kind)
-{
-	if (kind == DS_BTS)
-		return ds_caps.bts ? DS_BTS_RECORD_SIZE : 0;
-	if (!ds_caps.pebs || ds_caps.pebs_format >= DS_PEBS_NR_FORMATS)
-		return 0;
-	return ds_pebs_record_words[ds_caps.pebs_format] * sizeof(u64);
-}
-
-/* Adaptive PEBS: the record's groups follow MSR_PEBS_DATA_CFG. */
-static bool ds_pebs_adaptive(void)
-{
-	return ds_caps.pebs && ds_caps.pebs_format >= DS_PEBS_FMT_ICL;
-}
-
 static void ds_probe(void)
 {
 	static_call(ds_hw_probe)(&ds_caps);
-	if (ds_caps.pebs && !ds_hw_record_size(DS_PEBS)) {
-		pr_info("unknown PEBS format %u, PEBS unsupported\n",
-			ds_caps.pebs_format);
-		ds_caps.pebs = false;
-	}
 }
-
-int ds_record_size(enum ds_kind kind)
-{
-	size_t size;
-
-	if (kind != DS_BTS && kind != DS_PEBS)
-		return -EINVAL;
-	size = ds_hw_record_size(kind);
-	/* The emulated backend stores the same BTS records. */
-	if (!size && kind == DS_BTS && READ_ONCE(ds_emulated))
-		size = DS_BTS_RECORD_SIZE;
-	return size ? size : -EOPNOTSUPP;
-}
-EXPORT_SYMBOL_GPL(ds_record_size);
-
-int ds_pebs_format(void)
-{
-	return ds_caps.pebs ? ds_caps.pebs_format : -EOPNOTSUPP;
-}
-EXPORT_SYMBOL_GPL(ds_pebs_format);
 
 bool ds_hw_present(enum ds_kind kind)
 {
@@ -866,8 +769,8 @@ static int ds_config_check(enum ds_kind kind, bool per_cpu,
 	 */
 	if (cfg->flags & DS_KERNEL && !per_cpu)
 		return -EINVAL;
-	/* Scheduling events only make sense for BTS of a task. */
-	if (cfg->flags & DS_TIMESTAMPS && (kind != DS_BTS || per_cpu))
+	/* Scheduling events only make sense for a task. */
+	if (cfg->flags & DS_TIMESTAMPS && per_cpu)
 		return -EINVAL;
 	if (cfg->backend > DS_BACKEND_EMULATED)
 		return -EINVAL;
@@ -893,9 +796,9 @@ static struct ds_tracer *ds_tracer_alloc(enum ds_kind kind, bool per_cpu,
 	err = ds_config_check(kind, per_cpu, cfg);
 	if (err)
 		return ERR_PTR(err);
-	size = ds_record_size(kind);
-	if (size < 0)
-		return ERR_PTR(size);
+	if (kind != DS_BTS)
+		return ERR_PTR(-EINVAL);
+	size = DS_BTS_RECORD_SIZE;
 	if (cfg->flags & DS_KERNEL && ds_caps.meltdown &&
 	    !READ_ONCE(ds_meltdown_kernel))
 		return ERR_PTR(-EPERM);
@@ -950,16 +853,9 @@ static void *ds_stage_ptr(struct ds_cpu *dc, enum ds_kind kind, u64 hwaddr)
 	return dc->stage[kind] + (hwaddr - dc->stage_hw[kind]);
 }
 
-static size_t ds_stage_size(enum ds_kind kind)
-{
-	if (kind == DS_PEBS && ds_caps.pebs_format == DS_PEBS_FMT_CORE)
-		return DS_PEBS_FMT0_STAGE_SIZE;
-	return DS_STAGE_SIZE;
-}
-
 static bool ds_kind_present(enum ds_kind kind)
 {
-	return kind == DS_BTS ? ds_caps.bts : ds_caps.pebs;
+	return kind == DS_BTS && ds_caps.bts;
 }
 
 /* The staging threshold in records: early enough to collect in time. */
@@ -984,25 +880,15 @@ static void ds_stage_program(struct ds_cpu *dc, enum ds_kind kind,
 			     struct ds_tracer *tracer)
 {
 	struct ds_area_part *part = ds_part(dc->area, kind);
-	size_t rec = ds_hw_record_size(kind);
+	size_t rec = DS_BTS_RECORD_SIZE;
 	u64 base = dc->stage_hw[kind];
 
 	lockdep_assert_irqs_disabled();
 
 	part->base = base;
 	part->index = base;
-	static_assert(sizeof_field(struct debug_store, pebs_event_reset) ==
-		      sizeof_field(struct ds_tracer, pebs_reset));
-	/* The counters reload from these also while nothing fits. */
-	if (tracer && kind == DS_PEBS)
-		memcpy(dc->area->pebs_event_reset, tracer->pebs_reset,
-		       sizeof(tracer->pebs_reset));
-	/*
-	 * BTS stops through DEBUGCTL (ds_bts_bits()); PEBS runs as long as
-	 * the client's counters do, so a suspended or paused PEBS tracer
-	 * gets no room: the CPU drops its records, as it stores no branch.
-	 */
-	if (!tracer || (kind == DS_PEBS && !ds_recording(tracer))) {
+	/* A suspended or paused tracer stops through DEBUGCTL: ds_bts_bits(). */
+	if (!tracer) {
 		/* Nothing fits, and the threshold is out of reach. */
 		part->absmax = base;
 		part->threshold = base + rec;
@@ -1016,7 +902,7 @@ static void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)
 {
 	struct ds_area_part *part = ds_part(dc->area, kind);
 	struct ds_tracer *tracer = dc->loaded[kind];
-	size_t rec = ds_hw_record_size(kind);
+	size_t rec = DS_BTS_RECORD_SIZE;
 	u64 index = READ_ONCE(part->index);
 	bool reached = index >= part->threshold;
 	size_t n;
@@ -1035,7 +921,7 @@ static void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)
 	n /= rec;
 	if (n) {
 		raw_spin_lock(&tracer->lock);
-		if (kind == DS_BTS && !(tracer->flags & DS_KERNEL))
+		if (!(tracer->flags & DS_KERNEL))
 			ds_buf_append_user(tracer, dc->stage[kind], n);
 		else
 			ds_buf_append(tracer, dc->stage[kind], n);
@@ -1220,14 +1106,6 @@ static void ds_cpu_activate(struct ds_cpu *dc, enum ds_kind kind)
 		ds_area_get(dc, DS_AREA_TRACERS);
 		dc->lvtpc = static_call(ds_hw_arm_pmi)();
 	}
-	/*
-	 * Adaptive PEBS writes the groups MSR_PEBS_DATA_CFG selects, which
-	 * perf programs for its events and may have left set: ours are the
-	 * basic group alone, whose size the record formats assume. perf
-	 * caches the value it wrote, so it gets it back at the deactivation.
-	 */
-	if (kind == DS_PEBS && ds_pebs_adaptive())
-		dc->pebs_data_cfg = static_call(ds_hw_swap_pebs_data_cfg)(0);
 	/* The NMI handler may look at the half from now on. */
 	WRITE_ONCE(dc->kinds, dc->kinds | BIT(kind));
 	ds_cpu_start(dc, current);
@@ -1244,8 +1122,6 @@ static void ds_cpu_deactivate(struct ds_cpu *dc, enum ds_kind kind)
 	dc->loaded[kind] = NULL;
 	ds_stage_program(dc, kind, NULL);
 	WRITE_ONCE(dc->kinds, dc->kinds & ~BIT(kind));
-	if (kind == DS_PEBS && ds_pebs_adaptive())
-		static_call(ds_hw_swap_pebs_data_cfg)(dc->pebs_data_cfg);
 	if (!dc->kinds) {
 		ds_area_put(dc, DS_AREA_TRACERS);
 		static_call(ds_hw_restore_pmi)(dc->lvtpc);
@@ -1395,7 +1271,7 @@ static int ds_nmi_handler(unsigned int cmd, struct pt_regs *regs)
 	if (ds_cpu_at_threshold(dc)) {
 		WRITE_ONCE(dc->pmi_seen, true);
 		ds_nmi_stop_bts(dc);
-		static_call(ds_hw_ack_pmi)(ds_cpu_uses(dc, DS_PEBS));
+		static_call(ds_hw_ack_pmi)();
 		irq_work_queue(&dc->collect_work);
 		return NMI_HANDLED;
 	}
@@ -1403,7 +1279,7 @@ static int ds_nmi_handler(unsigned int cmd, struct pt_regs *regs)
 		return NMI_DONE;
 	local_dec(&dc->pmi_owed);
 	if (READ_ONCE(dc->kinds))
-		static_call(ds_hw_ack_pmi)(ds_cpu_uses(dc, DS_PEBS));
+		static_call(ds_hw_ack_pmi)();
 	else
 		static_call(ds_hw_restore_pmi)(dc->lvtpc);
 	return NMI_HANDLED;
@@ -1423,9 +1299,6 @@ static void ds_stage_free(int cpu, enum ds_kind kind)
 static int ds_stage_alloc(int cpu, enum ds_kind kind)
 {
 	struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
-	struct debug_store_buffers *cea;
-	size_t size = ds_stage_size(kind);
-	void *buf;
 
 	KUNIT_STATIC_STUB_REDIRECT(ds_stage_alloc, cpu, kind);
 	/*
@@ -1434,19 +1307,25 @@ static int ds_stage_alloc(int cpu, enum ds_kind kind)
 	 * tracer of the machine shares them. Failing rather than calling
 	 * the OOM killer: a request for any backend then gets the emulation.
 	 */
-	buf = __vmalloc_node(size, PAGE_SIZE,
-			     GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN |
-			     __GFP_RETRY_MAYFAIL,
-			     cpu_to_node(cpu), __builtin_return_address(0));
-	if (!buf)
-		return -ENOMEM;
+	dc->stage[kind] = __vmalloc_node(DS_STAGE_SIZE, PAGE_SIZE,
+					 GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN |
+					 __GFP_RETRY_MAYFAIL, cpu_to_node(cpu),
+					 __builtin_return_address(0));
+	return dc->stage[kind] ? 0 : -ENOMEM;
+}
+
+/* The staging buffer's pages go into @cpu's cpu_entry_area slot. */
+static void ds_stage_map(int cpu, enum ds_kind kind)
+{
+	struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
+	struct debug_store_buffers *cea;
+
 	cea = &get_cpu_entry_area(cpu)->cpu_debug_buffers;
-	dc->stage[kind] = buf;
 	dc->stage_hw[kind] = (unsigned long)(kind == DS_BTS ? cea->bts_buffer :
 							    cea->pebs_buffer);
-	dc->stage_cap[kind] = size / ds_hw_record_size(kind);
-	static_call(ds_hw_map)((void *)dc->stage_hw[kind], dc->stage[kind], size);
-	return 0;
+	dc->stage_cap[kind] = DS_STAGE_SIZE / DS_BTS_RECORD_SIZE;
+	static_call(ds_hw_map)((void *)dc->stage_hw[kind], dc->stage[kind],
+			       DS_STAGE_SIZE);
 }
 
 /*
@@ -1457,7 +1336,7 @@ static int ds_stage_alloc(int cpu, enum ds_kind kind)
 static void ds_stage_free_all(enum ds_kind kind)
 {
 	unsigned long start = ULONG_MAX, end = 0;
-	size_t size = ds_stage_size(kind);
+	size_t size = DS_STAGE_SIZE;
 	int cpu;
 
 	for_each_possible_cpu(cpu) {
@@ -1476,29 +1355,74 @@ static void ds_stage_free_all(enum ds_kind kind)
 		ds_stage_free(cpu, kind);
 }
 
-static int ds_stage_alloc_all(enum ds_kind kind)
+static bool ds_hw_is_free(enum ds_kind kind)
 {
-	int cpu, err;
+	bool held;
 
+	spin_lock(&ds_perf_lock);
+	held = ds_facilities[kind].perf_held;
+	spin_unlock(&ds_perf_lock);
+	return !held;
+}
+
+/* Unmapped pages of a setup that did not happen: nothing to flush. */
+static void ds_stage_discard(enum ds_kind kind)
+{
+	int cpu;
+
+	lockdep_assert_held(&ds_mutex);
+
+	/* Only ds_hw_get(), under ds_mutex, sets a facility that is down up. */
+	if (READ_ONCE(ds_facilities[kind].state) != DS_HW_DOWN)
+		return;
+	for_each_possible_cpu(cpu)
+		ds_stage_free(cpu, kind);
+}
+
+/*
+ * Allocate the staging pages of a facility that is down, for a request
+ * that may set it up, before the CPU hotplug lock is taken: reclaim can
+ * take a while, and hotplug need not wait for it. They are mapped only
+ * once the setup owns the slots (ds_stage_map_all()), as perf may map its
+ * own buffers there until then; ds_attach() discards what it did not use.
+ * All or nothing: a setup finds every page, or none.
+ */
+static void ds_stage_prepare(enum ds_kind kind)
+{
+	int cpu;
+
+	lockdep_assert_held(&ds_mutex);
+
+	if (READ_ONCE(ds_facilities[kind].state) != DS_HW_DOWN ||
+	    !ds_hw_is_free(kind) || READ_ONCE(ds_halted))
+		return;
+	for_each_possible_cpu(cpu) {
+		if (!per_cpu(ds_cpus, cpu).stage[kind] &&
+		    ds_stage_alloc(cpu, kind))
+			goto discard;
+	}
+	return;
+
+discard:
+	ds_stage_discard(kind);
+}
+
+static int ds_stage_map_all(enum ds_kind kind)
+{
+	int cpu;
+
+	/* ds_stage_prepare() is all or nothing: check one. */
+	if (!per_cpu(ds_cpus, cpumask_first(cpu_possible_mask)).stage[kind])
+		return -ENOMEM;
 	for_each_possible_cpu(cpu) {
 		struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
 
 		/* perf may have used the half before; the other may be perf's. */
 		memset(ds_part(dc->area, kind), 0, sizeof(struct ds_area_part));
-		if (kind == DS_PEBS)
-			memset(dc->area->pebs_event_reset, 0,
-			       sizeof(dc->area->pebs_event_reset));
-		else
-			dc->debugctl = 0;
-		err = ds_stage_alloc(cpu, kind);
-		if (err)
-			goto free_stages;
+		dc->debugctl = 0;
+		ds_stage_map(cpu, kind);
 	}
 	return 0;
-
-free_stages:
-	ds_stage_free_all(kind);
-	return err;
 }
 
 /*
@@ -1528,7 +1452,7 @@ static int ds_hw_setup(struct ds_facility *fac)
 	lockdep_assert_held(&ds_mutex);
 	lockdep_assert_cpus_held();
 
-	err = ds_stage_alloc_all(fac->kind);
+	err = ds_stage_map_all(fac->kind);
 	if (err)
 		return err;
 	/* Onlining CPUs activate the half themselves from now on. */
@@ -1906,16 +1830,6 @@ static void ds_hw_backend_stop(struct ds_tracer *tracer)
 		ds_hw_exclusive_put(kind);
 }
 
-static bool ds_hw_is_free(enum ds_kind kind)
-{
-	bool held;
-
-	spin_lock(&ds_perf_lock);
-	held = ds_facilities[kind].perf_held;
-	spin_unlock(&ds_perf_lock);
-	return !held;
-}
-
 static const struct ds_backend *ds_choose_backend(enum ds_kind kind,
 						  bool per_cpu,
 						  enum ds_backend_id want)
@@ -2109,12 +2023,14 @@ static int ds_attach(struct ds_tracer *tracer, struct task_struct *task,
 	int err;
 
 	mutex_lock(&ds_mutex);
-	cpus_read_lock();
 	backend = ds_choose_backend(tracer->kind, !task, want);
 	if (IS_ERR(backend)) {
 		err = PTR_ERR(backend);
-		goto unlock;
+		goto unlock_mutex;
 	}
+	if (backend == &ds_hw_backend)
+		ds_stage_prepare(tracer->kind);
+	cpus_read_lock();
 	tracer->backend = backend;
 	if (task)
 		err = ds_attach_task(tracer, task);
@@ -2137,8 +2053,9 @@ static int ds_attach(struct ds_tracer *tracer, struct task_struct *task,
 	}
 	if (err == -EAGAIN)
 		err = -ENOMEM;
-unlock:
 	cpus_read_unlock();
+	ds_stage_discard(tracer->kind);
+unlock_mutex:
 	mutex_unlock(&ds_mutex);
 	return err;
 }
@@ -2177,21 +2094,6 @@ struct ds_tracer *ds_request_bts_cpu(int cpu, const struct ds_config *cfg)
 	return ds_request(DS_BTS, NULL, cpu, cfg);
 }
 EXPORT_SYMBOL_GPL(ds_request_bts_cpu);
-
-struct ds_tracer *ds_request_pebs_task(struct task_struct *task,
-				       const struct ds_config *cfg)
-{
-	if (!task)
-		return ERR_PTR(-EINVAL);
-	return ds_request(DS_PEBS, task, -1, cfg);
-}
-EXPORT_SYMBOL_GPL(ds_request_pebs_task);
-
-struct ds_tracer *ds_request_pebs_cpu(int cpu, const struct ds_config *cfg)
-{
-	return ds_request(DS_PEBS, NULL, cpu, cfg);
-}
-EXPORT_SYMBOL_GPL(ds_request_pebs_cpu);
 
 void ds_release(struct ds_tracer *tracer)
 {
@@ -2391,10 +2293,8 @@ static void ds_geometry_fill(struct ds_tracer *tracer,
 {
 	unsigned long flags;
 
-	geom->kind = tracer->kind;
 	geom->backend = tracer->backend == &ds_hw_backend ?
 			DS_BACKEND_HARDWARE : DS_BACKEND_EMULATED;
-	geom->format = tracer->kind == DS_PEBS ? ds_caps.pebs_format : 0;
 	geom->record_size = tracer->rec_size;
 	geom->capacity = tracer->capacity;
 	raw_spin_lock_irqsave(&tracer->lock, flags);
@@ -2537,48 +2437,6 @@ ssize_t ds_read_records(struct ds_tracer *tracer, size_t first, void *buf,
 	return n;
 }
 EXPORT_SYMBOL_GPL(ds_read_records);
-
-static bool ds_pebs_counter_ok(const struct ds_tracer *tracer,
-			       unsigned int counter)
-{
-	return !IS_ERR_OR_NULL(tracer) && tracer->kind == DS_PEBS &&
-	       counter < DS_PEBS_MAX_RESETS;
-}
-
-int ds_set_pebs_reset(struct ds_tracer *tracer, unsigned int counter,
-		      u64 value)
-{
-	unsigned long flags;
-
-	if (!ds_pebs_counter_ok(tracer, counter))
-		return -EINVAL;
-	might_sleep();
-
-	mutex_lock(&ds_mutex);
-	raw_spin_lock_irqsave(&tracer->lock, flags);
-	tracer->pebs_reset[counter] = value;
-	raw_spin_unlock_irqrestore(&tracer->lock, flags);
-	/* Reprogram the save area where the tracer is loaded. */
-	ds_tracer_sync(tracer);
-	mutex_unlock(&ds_mutex);
-	return 0;
-}
-EXPORT_SYMBOL_GPL(ds_set_pebs_reset);
-
-int ds_get_pebs_reset(struct ds_tracer *tracer, unsigned int counter,
-		      u64 *value)
-{
-	unsigned long flags;
-
-	if (!ds_pebs_counter_ok(tracer, counter) || !value)
-		return -EINVAL;
-
-	raw_spin_lock_irqsave(&tracer->lock, flags);
-	*value = tracer->pebs_reset[counter];
-	raw_spin_unlock_irqrestore(&tracer->lock, flags);
-	return 0;
-}
-EXPORT_SYMBOL_GPL(ds_get_pebs_reset);
 
 bool ds_tracer_recording(const struct ds_tracer *tracer)
 {

@@ -3,9 +3,10 @@
  * Debug Store (BTS/PEBS) resource allocator: the in-kernel interface.
  *
  * One owner, arch/x86/kernel/ds.c, drives IA32_DS_AREA and the BTS bits of
- * IA32_DEBUGCTL. Clients request Branch Trace Store or PEBS buffers for a
- * task or for a CPU and get a handle back. See
- * Documentation/arch/x86/debug-store.rst.
+ * IA32_DEBUGCTL. Clients request Branch Trace Store buffers for a task or
+ * for a CPU and get a handle back. PEBS records come from counters, which
+ * perf owns: perf is the PEBS client, through the ds_perf_*() calls below.
+ * See Documentation/arch/x86/debug-store.rst.
  */
 #ifndef _ASM_X86_DS_H
 #define _ASM_X86_DS_H
@@ -73,9 +74,6 @@ enum ds_backend_id {
 
 /* The largest trace buffer one request may ask for, in bytes. */
 #define DS_MAX_BUFFER_SIZE	SZ_4M
-
-/* The number of PEBS counter reset values a tracer carries. */
-#define DS_PEBS_MAX_RESETS	48
 
 /**
  * struct ds_bts_record - one BTS record, the 64-bit (DTES64) format
@@ -192,10 +190,8 @@ struct ds_config {
 
 /**
  * struct ds_geometry - the state of a tracer's trace buffer
- * @kind:	 %DS_BTS or %DS_PEBS
  * @backend:	 %DS_BACKEND_HARDWARE or %DS_BACKEND_EMULATED
- * @format:	 PEBS: IA32_PERF_CAPABILITIES[11:8]; BTS: 0 (64-bit format)
- * @record_size: bytes per record
+ * @record_size: bytes per record, sizeof(struct ds_bts_record)
  * @capacity:	 records the buffer holds
  * @count:	 valid records, at most @capacity
  * @index:	 the slot the next record goes to
@@ -208,9 +204,7 @@ struct ds_config {
  * @status:	 %DS_STATUS_* bits
  */
 struct ds_geometry {
-	enum ds_kind		kind;
 	enum ds_backend_id	backend;
-	unsigned int		format;
 	size_t			record_size;
 	size_t			capacity;
 	size_t			count;
@@ -223,7 +217,7 @@ struct ds_geometry {
 /**
  * struct ds_backend - a software producer of Debug Store records
  * @name:	 for messages
- * @kinds:	 BIT(%DS_BTS) and/or BIT(%DS_PEBS)
+ * @kinds:	 BIT(%DS_BTS): the kinds of record it writes
  * @start:	 a task tracer was attached; process context, may sleep;
  *		 an error fails the request
  * @stop:	 the tracer is being detached (release or task exit); process
@@ -280,30 +274,6 @@ struct ds_tracer *ds_request_bts_task(struct task_struct *task,
  * -EOPNOTSUPP (no BTS hardware), -ENOMEM.
  */
 struct ds_tracer *ds_request_bts_cpu(int cpu, const struct ds_config *cfg);
-
-/**
- * ds_request_pebs_task() - request a PEBS buffer for a task
- * @task: the task; a reference is taken
- * @cfg:  as for ds_request_bts_task(); %DS_TIMESTAMPS is invalid
- *
- * The allocator installs the buffer in the DS area while @task runs; the
- * client programs the counters and IA32_PEBS_ENABLE.
- *
- * Context: process context, may sleep.
- * Return: as ds_request_bts_task().
- */
-struct ds_tracer *ds_request_pebs_task(struct task_struct *task,
-				       const struct ds_config *cfg);
-
-/**
- * ds_request_pebs_cpu() - request a PEBS buffer for a CPU
- * @cpu: the CPU
- * @cfg: as for ds_request_bts_cpu(); %DS_TIMESTAMPS is invalid
- *
- * Context: process context, may sleep.
- * Return: as ds_request_bts_cpu().
- */
-struct ds_tracer *ds_request_pebs_cpu(int cpu, const struct ds_config *cfg);
 
 /**
  * ds_release() - stop tracing and free a tracer
@@ -423,52 +393,13 @@ ssize_t ds_read_records(struct ds_tracer *tracer, size_t first, void *buf,
 			size_t size);
 
 /**
- * ds_set_pebs_reset() - set a PEBS counter reset value
- * @tracer:  a PEBS tracer
- * @counter: counter index, below %DS_PEBS_MAX_RESETS
- * @value:   the value the hardware reloads the counter with
- *
- * Context: process context, may sleep.
- * Return: 0, or -EINVAL (bad handle, not PEBS, bad @counter).
- */
-int ds_set_pebs_reset(struct ds_tracer *tracer, unsigned int counter,
-		      u64 value);
-
-/**
- * ds_get_pebs_reset() - read a PEBS counter reset value
- * @tracer:  a PEBS tracer
- * @counter: counter index, below %DS_PEBS_MAX_RESETS
- * @value:   filled in
- *
- * Context: any context.
- * Return: 0, or -EINVAL (bad handle, not PEBS, bad @counter).
- */
-int ds_get_pebs_reset(struct ds_tracer *tracer, unsigned int counter,
-		      u64 *value);
-
-/**
- * ds_record_size() - bytes per record the hardware stores
- * @kind: %DS_BTS or %DS_PEBS
- *
- * Return: the size, or -EOPNOTSUPP if the CPU lacks @kind (or has a PEBS
- * format the allocator does not know), -EINVAL for a bad @kind.
- */
-int ds_record_size(enum ds_kind kind);
-
-/**
- * ds_pebs_format() - the PEBS record format, IA32_PERF_CAPABILITIES[11:8]
- *
- * Return: the format, or -EOPNOTSUPP without usable PEBS.
- */
-int ds_pebs_format(void);
-
-/**
  * ds_hw_present() - does the CPU's Debug Store record @kind
  * @kind: %DS_BTS or %DS_PEBS
  *
  * Whether it is free is another matter: a request may still get -EBUSY.
  *
- * Return: true if a %DS_BACKEND_HARDWARE request for @kind can be had.
+ * Return: true if the CPU stores @kind records in a way the allocator
+ * drives (for %DS_BTS: a %DS_BACKEND_HARDWARE request can be had).
  */
 bool ds_hw_present(enum ds_kind kind);
 
@@ -559,17 +490,18 @@ int ds_update(struct ds_tracer *tracer, const struct ds_config *cfg);
  * @kind: %DS_BTS for perf's BTS event and intel_bts, %DS_PEBS for its
  *	  precise events
  *
- * The BTS and the PEBS half are handed out separately: perf may hold one
- * while the allocator's hardware tracers use the other, in the same save
- * area. For each half, perf and the allocator's hardware tracers of that
- * kind take turns: perf gets it only while there are no such tracers, and
- * their requests fail with -EBUSY (ptrace falls back to the emulated
- * backend) while perf holds it. The holder drives its half through the
- * ds_perf_*() calls below. The allocator keeps a half set up for a while
- * after its last tracer is gone; a reservation then tears it down on the
- * spot, with the CPU hotplug lock held or not. If the allocator is tearing
- * it down itself, the reservation waits for the end of that teardown, and
- * hardware requests of that kind fail with -EBUSY while it waits. The
+ * The BTS and the PEBS half are handed out separately: perf may hold the
+ * PEBS half while the allocator's hardware tracers use the BTS half, in
+ * the same save area. The PEBS half has no other client. For the BTS half,
+ * perf and the allocator's hardware tracers take turns: perf gets it only
+ * while there are no such tracers, and their requests fail with -EBUSY
+ * (ptrace falls back to the emulated backend) while perf holds it. The
+ * holder drives its half through the ds_perf_*() calls below. The
+ * allocator keeps the BTS half set up for a while after its last tracer is
+ * gone; a reservation then tears it down on the spot, with the CPU hotplug
+ * lock held or not. If the allocator is tearing it down itself, the
+ * reservation waits for the end of that teardown, and hardware requests
+ * fail with -EBUSY while it waits. The
  * reservation is not counted: perf takes a half once, for its first event
  * that uses it, and gives it back after the last.
  *
@@ -651,18 +583,6 @@ ds_request_bts_cpu(int cpu, const struct ds_config *cfg)
 	return ERR_PTR(-EOPNOTSUPP);
 }
 
-static inline struct ds_tracer *
-ds_request_pebs_task(struct task_struct *task, const struct ds_config *cfg)
-{
-	return ERR_PTR(-EOPNOTSUPP);
-}
-
-static inline struct ds_tracer *
-ds_request_pebs_cpu(int cpu, const struct ds_config *cfg)
-{
-	return ERR_PTR(-EOPNOTSUPP);
-}
-
 static inline void ds_release(struct ds_tracer *tracer) { }
 
 static inline int ds_suspend(struct ds_tracer *tracer)
@@ -694,28 +614,6 @@ static inline ssize_t ds_read_record(struct ds_tracer *tracer, size_t i,
 
 static inline ssize_t ds_read_records(struct ds_tracer *tracer, size_t first,
 				      void *buf, size_t size)
-{
-	return -EOPNOTSUPP;
-}
-
-static inline int ds_set_pebs_reset(struct ds_tracer *tracer,
-				    unsigned int counter, u64 value)
-{
-	return -EOPNOTSUPP;
-}
-
-static inline int ds_get_pebs_reset(struct ds_tracer *tracer,
-				    unsigned int counter, u64 *value)
-{
-	return -EOPNOTSUPP;
-}
-
-static inline int ds_record_size(enum ds_kind kind)
-{
-	return -EOPNOTSUPP;
-}
-
-static inline int ds_pebs_format(void)
 {
 	return -EOPNOTSUPP;
 }

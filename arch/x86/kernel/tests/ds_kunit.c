@@ -27,7 +27,6 @@
 #define DS_TEST_FROM		0x400000ULL
 #define DS_TEST_TO_OFFSET	0x100ULL
 #define DS_TEST_MAX_TRACERS	8
-#define DS_TEST_PEBS_FORMAT	DS_PEBS_FMT_ICL
 #define DS_TEST_EXIT_WAIT_MS	10
 #define DS_TEST_EXIT_TRIES	500
 /* Requests and releases of the linger test. */
@@ -77,9 +76,6 @@ static DEFINE_PER_CPU(unsigned long, ds_sim_ds_area);
 static DEFINE_PER_CPU(u32, ds_sim_lvtpc);
 #define DS_SIM_LVTPC_BEFORE	(APIC_LVT_MASKED | 0xfe)
 #define DS_SIM_LVTPC_NMI	APIC_DM_NMI
-/* MSR_PEBS_DATA_CFG: groups perf left selected, as a CPU would keep them. */
-static DEFINE_PER_CPU(u64, ds_sim_pebs_data_cfg);
-#define DS_SIM_PERF_DATA_CFG	0x7
 static atomic_t ds_sim_pmis;
 /* The simulated CPU holds its threshold PMI back (skid), for good. */
 static bool ds_sim_skid;
@@ -148,7 +144,7 @@ static u32 ds_sim_arm_pmi(void)
 	return old;
 }
 
-static void ds_sim_ack_pmi(bool ovf_buffer)
+static void ds_sim_ack_pmi(void)
 {
 	atomic_inc(&ds_sim_pmis);
 }
@@ -156,11 +152,6 @@ static void ds_sim_ack_pmi(bool ovf_buffer)
 static void ds_sim_restore_pmi(u32 lvtpc)
 {
 	this_cpu_write(ds_sim_lvtpc, lvtpc);
-}
-
-static u64 ds_sim_swap_pebs_data_cfg(u64 val)
-{
-	return this_cpu_xchg(ds_sim_pebs_data_cfg, val);
 }
 
 /* The state of the cpu_entry_area slot at @cea. */
@@ -304,7 +295,6 @@ static const struct ds_hw_ops ds_sim_ops = {
 	.arm_pmi	= ds_sim_arm_pmi,
 	.ack_pmi	= ds_sim_ack_pmi,
 	.restore_pmi	= ds_sim_restore_pmi,
-	.swap_pebs_data_cfg = ds_sim_swap_pebs_data_cfg,
 	.map		= ds_sim_map,
 	.unmap		= ds_sim_unmap,
 	.flush		= ds_sim_flush,
@@ -351,30 +341,6 @@ static bool ds_sim_branch(u64 from, u64 to, bool user)
 		part->index = part->base;
 	if (ctl & DEBUGCTLMSR_BTINT && part->index >= part->threshold &&
 	    !ds_sim_skid)
-		ds_sim_pmi();
-	return true;
-}
-
-/* One PEBS record with @ip, on this CPU. */
-static bool ds_sim_pebs(u64 ip)
-{
-	struct ds_cpu *dc = this_cpu_ptr(&ds_cpus);
-	size_t size = ds_hw_record_size(DS_PEBS);
-	struct ds_area_part *part;
-	u64 *rec;
-
-	lockdep_assert_irqs_disabled();
-
-	if (!(dc->kinds & BIT(DS_PEBS)))
-		return false;
-	part = ds_part(dc->area, DS_PEBS);
-	if (part->index + size > part->absmax)
-		return false;
-	rec = ds_stage_ptr(dc, DS_PEBS, part->index);
-	memset(rec, 0, size);
-	rec[1] = ip;
-	part->index += size;
-	if (part->index >= part->threshold)
 		ds_sim_pmi();
 	return true;
 }
@@ -536,7 +502,6 @@ static void ds_test_install(struct ds_hw_caps caps)
 	for_each_possible_cpu(cpu) {
 		per_cpu(ds_sim_debugctl, cpu) = DS_SIM_OTHER_BITS;
 		per_cpu(ds_sim_lvtpc, cpu) = DS_SIM_LVTPC_BEFORE;
-		per_cpu(ds_sim_pebs_data_cfg, cpu) = DS_SIM_PERF_DATA_CFG;
 	}
 	mutex_unlock(&ds_mutex);
 }
@@ -544,7 +509,6 @@ static void ds_test_install(struct ds_hw_caps caps)
 static const struct ds_hw_caps ds_test_full_caps = {
 	.bts		= true,
 	.pebs		= true,
-	.pebs_format	= DS_TEST_PEBS_FORMAT,
 };
 
 static int ds_test_init(struct kunit *test)
@@ -624,8 +588,6 @@ static void ds_test_expect_idle(struct kunit *test, struct ds_test *dt)
 		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
 		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_lvtpc, cpu),
 				DS_SIM_LVTPC_BEFORE);
-		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_pebs_data_cfg, cpu),
-				DS_SIM_PERF_DATA_CFG);
 		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_slots, cpu)[DS_BTS],
 				DS_SIM_SLOT_CLEAN);
 		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_slots, cpu)[DS_PEBS],
@@ -723,7 +685,6 @@ static void ds_test_request_release(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, test_thread_flag(TIF_DS_TRACE));
 	KUNIT_EXPECT_TRUE(test, ds_tracer_recording(tracer));
 	geom = ds_test_geom(test, tracer);
-	KUNIT_EXPECT_EQ(test, geom.kind, DS_BTS);
 	KUNIT_EXPECT_EQ(test, geom.backend, DS_BACKEND_HARDWARE);
 	KUNIT_EXPECT_EQ(test, geom.record_size, DS_BTS_RECORD_SIZE);
 	KUNIT_EXPECT_EQ(test, geom.capacity, 64);
@@ -745,25 +706,6 @@ static void ds_test_same_owner_twice(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EBUSY);
 }
 
-static void ds_test_bts_and_pebs(struct kunit *test)
-{
-	struct ds_config cfg = ds_test_cfg(PAGE_SIZE);
-	struct ds_tracer *bts, *pebs;
-
-	bts = ds_test_task(test, &cfg);
-	pebs = ds_test_keep(test, ds_request_pebs_task(current, &cfg));
-	KUNIT_ASSERT_FALSE(test, IS_ERR(bts));
-	KUNIT_ASSERT_FALSE(test, IS_ERR(pebs));
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
-			-EBUSY);
-	/* Either kind goes first; the context lives until both are gone. */
-	ds_test_release(test, bts);
-	KUNIT_EXPECT_NOT_NULL(test, rcu_access_pointer(current->thread.ds_ctx));
-	KUNIT_EXPECT_TRUE(test, test_thread_flag(TIF_DS_TRACE));
-	ds_test_release(test, pebs);
-	KUNIT_EXPECT_NULL(test, rcu_access_pointer(current->thread.ds_ctx));
-}
-
 static void ds_test_task_vs_cpu(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
@@ -773,9 +715,6 @@ static void ds_test_task_vs_cpu(struct kunit *test)
 	task = ds_test_task(test, &cfg);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(cpu, &cfg)), -EBUSY);
-	/* The PEBS half of the area is independent. */
-	pcpu = ds_test_keep(test, ds_request_pebs_cpu(cpu, &cfg));
-	KUNIT_EXPECT_FALSE(test, IS_ERR(pcpu));
 	ds_test_release(test, task);
 
 	pcpu = ds_test_keep(test, ds_request_bts_cpu(cpu, &cfg));
@@ -932,26 +871,6 @@ static void ds_test_refused_while_perf_waits(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, IS_ERR(ds_test_task(test, &cfg)));
 }
 
-/*
- * On adaptive PEBS the record's groups follow MSR_PEBS_DATA_CFG, which
- * perf may have left set: an armed CPU has it cleared (the basic group the
- * record size assumes), and the disarm gives perf's value back.
- */
-static void ds_test_pebs_data_cfg(struct kunit *test)
-{
-	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
-	struct ds_tracer *tracer;
-	int cpu;
-
-	tracer = ds_test_keep(test, ds_request_pebs_cpu(0, &cfg));
-	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
-	for_each_online_cpu(cpu)
-		KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_pebs_data_cfg, cpu), 0);
-	ds_test_release(test, tracer);
-	ds_test_end_linger();
-	/* ds_test_exit() expects perf's value back on every CPU. */
-}
-
 /* A second reservation is refused: one release would drop both. */
 static void ds_test_perf_reserve_twice(struct kunit *test)
 {
@@ -988,7 +907,7 @@ static void ds_test_teardown_flushes_once(struct kunit *test)
 			staged++;
 			start = min(start, dc->stage_hw[kind]);
 			end = max(end, dc->stage_hw[kind] +
-				       ds_stage_size(kind));
+				       DS_STAGE_SIZE);
 		}
 	}
 	/* A BTS tracer sets up the BTS half alone. */
@@ -1018,9 +937,6 @@ static void ds_test_perf_after_cpu_tracer(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, ds_perf_reserve(DS_BTS), 0);
 	dt->perf_held = true;
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)), -EBUSY);
-	/* The PEBS half is not perf's. */
-	tracer = ds_test_keep(test, ds_request_pebs_cpu(0, &cfg));
-	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
 }
 
 /* perf's IA32_DS_AREA goes through the allocator's hardware writer. */
@@ -1265,17 +1181,12 @@ static void ds_test_no_hardware(struct kunit *test)
 	struct ds_hw_caps none = { };
 
 	ds_test_install(none);
-	KUNIT_EXPECT_EQ(test, ds_record_size(DS_BTS), -EOPNOTSUPP);
-	KUNIT_EXPECT_EQ(test, ds_record_size(DS_PEBS), -EOPNOTSUPP);
-	KUNIT_EXPECT_EQ(test, ds_pebs_format(), -EOPNOTSUPP);
+	KUNIT_EXPECT_FALSE(test, ds_hw_present(DS_BTS));
+	KUNIT_EXPECT_FALSE(test, ds_hw_present(DS_PEBS));
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EOPNOTSUPP);
 	cfg.backend = DS_BACKEND_AUTO;
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EOPNOTSUPP);
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)),
-			-EOPNOTSUPP);
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
-			-EOPNOTSUPP);
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_cpu(0, &cfg)),
 			-EOPNOTSUPP);
 	cfg.backend = DS_BACKEND_EMULATED;
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EOPNOTSUPP);
@@ -1295,8 +1206,6 @@ static void ds_test_bad_config(struct kunit *test)
 	cfg.flags = DS_TIMESTAMPS;
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
 	cfg.flags = DS_USER | DS_TIMESTAMPS;
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
-			-EINVAL);
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)), -EINVAL);
 	cfg = good;
 	cfg.threshold = 1;
@@ -1320,7 +1229,6 @@ static void ds_test_bad_handle(struct kunit *test)
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
 	struct ds_tracer *tracer = ds_test_task(test, &cfg);
 	struct ds_bts_record rec;
-	u64 value;
 
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
 	ds_release(NULL);
@@ -1334,9 +1242,7 @@ static void ds_test_bad_handle(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_read_record(tracer, 0, &rec, sizeof(rec)),
 			-EINVAL);
 	KUNIT_EXPECT_EQ(test, ds_read_record(tracer, 0, &rec, 1), -EINVAL);
-	KUNIT_EXPECT_EQ(test, ds_set_pebs_reset(tracer, 0, 1), -EINVAL);
-	KUNIT_EXPECT_EQ(test, ds_get_pebs_reset(tracer, 0, &value), -EINVAL);
-	KUNIT_EXPECT_EQ(test, ds_record_size(DS_NR_KINDS), -EINVAL);
+	KUNIT_EXPECT_FALSE(test, ds_hw_present(DS_NR_KINDS));
 }
 
 static void ds_test_cpu_invalid(struct kunit *test)
@@ -1346,7 +1252,7 @@ static void ds_test_cpu_invalid(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(-1, &cfg)), -EINVAL);
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(nr_cpu_ids, &cfg)),
 			-EINVAL);
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_cpu(INT_MAX, &cfg)),
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(INT_MAX, &cfg)),
 			-EINVAL);
 }
 
@@ -1381,7 +1287,7 @@ static void ds_test_cpu_offline(struct kunit *test)
 	KUNIT_EXPECT_NULL(test, dc->loaded[DS_BTS]);
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_ds_area, cpu), 0);
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_debugctl, cpu), DS_SIM_OTHER_BITS);
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_cpu(cpu, &cfg)),
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(cpu, &cfg)),
 			-ENODEV);
 
 	KUNIT_ASSERT_EQ(test, add_cpu(cpu), 0);
@@ -1832,11 +1738,43 @@ static void ds_test_bad_sizes(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, IS_ERR(ds_test_task(test, &cfg)));
 }
 
+/*
+ * The real mapping of a staging buffer, which the simulated CPU replaces:
+ * its pages come from vmalloc() one by one, and each must appear at its
+ * offset in the cpu_entry_area slot, where the CPU stores through. Any
+ * online CPU's slot will do while nothing uses the Debug Store.
+ */
+static void ds_test_msr_map_vmalloc(struct kunit *test)
+{
+	int cpu = cpumask_first(cpu_online_mask);
+	struct debug_store_buffers *slots;
+	size_t off, bad = 0;
+	u8 *buf, *cea;
+
+	buf = vmalloc(DS_STAGE_SIZE);
+	KUNIT_ASSERT_NOT_NULL(test, buf);
+	for (off = 0; off < DS_STAGE_SIZE; off++)
+		buf[off] = off / PAGE_SIZE + 1;
+	slots = &get_cpu_entry_area(cpu)->cpu_debug_buffers;
+	cea = (u8 *)slots->bts_buffer;
+	ds_msr_map(cea, buf, DS_STAGE_SIZE);
+	for (off = 0; off < DS_STAGE_SIZE; off += PAGE_SIZE) {
+		if (slow_virt_to_phys(cea + off) !=
+		    page_to_phys(vmalloc_to_page(buf + off)) ||
+		    memcmp(cea + off, buf + off, PAGE_SIZE))
+			bad++;
+	}
+	ds_msr_unmap(cea, DS_STAGE_SIZE);
+	ds_msr_flush((unsigned long)cea, (unsigned long)cea + DS_STAGE_SIZE);
+	vfree(buf);
+	KUNIT_EXPECT_EQ(test, bad, 0);
+}
+
 static void ds_test_hw_geometry(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
 	struct ds_tracer *tracer = ds_test_task(test, &cfg);
-	struct ds_area_part *bts, *pebs;
+	struct ds_area_part *bts;
 	struct cpu_entry_area *cea;
 	struct ds_cpu *dc;
 
@@ -1845,7 +1783,6 @@ static void ds_test_hw_geometry(struct kunit *test)
 	dc = this_cpu_ptr(&ds_cpus);
 	cea = get_cpu_entry_area(smp_processor_id());
 	bts = ds_part(dc->area, DS_BTS);
-	pebs = ds_part(dc->area, DS_PEBS);
 	KUNIT_EXPECT_EQ(test, dc->stage_cap[DS_BTS], DS_TEST_STAGE_RECORDS);
 	/* The CPU stores into the cpu_entry_area slot, also under PTI. */
 	KUNIT_EXPECT_EQ(test, bts->base,
@@ -1854,9 +1791,6 @@ static void ds_test_hw_geometry(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, bts->absmax, bts->base + DS_TEST_STAGE_BYTES);
 	KUNIT_EXPECT_EQ(test, bts->threshold,
 			bts->base + DS_TEST_STAGE_IRQ_AT * DS_BTS_RECORD_SIZE);
-	/* No PEBS tracer: nothing fits, no interrupt. */
-	KUNIT_EXPECT_EQ(test, pebs->absmax, pebs->base);
-	KUNIT_EXPECT_GT(test, pebs->threshold, pebs->absmax);
 	KUNIT_EXPECT_EQ(test, this_cpu_read(ds_sim_ds_area),
 			(unsigned long)&cea->cpu_debug_store);
 	migrate_enable();
@@ -2051,8 +1985,6 @@ static void ds_test_suspend_resume(struct kunit *test)
 	ds_test_expect_branch(test, tracer, 3, 8);
 }
 
-/* --- PEBS --- */
-
 /*
  * ds_suspend_atomic() from interrupts-off context: the hardware of this
  * CPU and the emulation stop at once, with no IPI and no sleep.
@@ -2094,101 +2026,6 @@ static void ds_test_suspend_atomic(struct kunit *test)
 			DS_STATUS_SUSPENDED);
 	ds_resume_atomic(emu);
 	KUNIT_EXPECT_EQ(test, ds_emulated_write_bts(current, 1, 2), 0);
-}
-
-static void ds_test_pebs_reset(struct kunit *test)
-{
-	struct ds_config cfg = ds_test_cfg(PAGE_SIZE);
-	struct ds_tracer *tracer;
-	struct ds_cpu *dc;
-	u64 value = 0;
-	int cpu;
-
-	migrate_disable();
-	cpu = smp_processor_id();
-	dc = this_cpu_ptr(&ds_cpus);
-	tracer = ds_test_keep(test, ds_request_pebs_cpu(cpu, &cfg));
-	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
-	KUNIT_EXPECT_EQ(test, ds_set_pebs_reset(tracer, 0, 1000), 0);
-	KUNIT_EXPECT_EQ(test, ds_set_pebs_reset(tracer, DS_PEBS_MAX_RESETS - 1,
-						U64_MAX - 1), 0);
-	KUNIT_EXPECT_EQ(test, ds_set_pebs_reset(tracer, DS_PEBS_MAX_RESETS, 1),
-			-EINVAL);
-	KUNIT_EXPECT_EQ(test, ds_get_pebs_reset(tracer, DS_PEBS_MAX_RESETS,
-						&value), -EINVAL);
-	KUNIT_EXPECT_EQ(test, ds_get_pebs_reset(tracer, 0, NULL), -EINVAL);
-	KUNIT_EXPECT_EQ(test, ds_get_pebs_reset(tracer, 0, &value), 0);
-	KUNIT_EXPECT_EQ(test, value, 1000);
-	/* The loaded tracer's values are in the save area. */
-	KUNIT_EXPECT_EQ(test, dc->area->pebs_event_reset[0], 1000);
-	KUNIT_EXPECT_EQ(test, dc->area->pebs_event_reset[DS_PEBS_MAX_RESETS - 1],
-			U64_MAX - 1);
-	ds_test_release(test, tracer);
-	migrate_enable();
-}
-
-static void ds_test_pebs_formats(struct kunit *test)
-{
-	static const int sizes[DS_PEBS_NR_FORMATS] = {
-		144, 176, 192, 200, 32, 32, 32,
-	};
-	/* Format 0 stages in one page, the others in 64 KiB. */
-	static const size_t stage_cap[DS_PEBS_NR_FORMATS] = {
-		28, 372, 341, 327, 2048, 2048, 2048,
-	};
-	struct ds_config cfg = ds_test_cfg(PAGE_SIZE);
-	struct ds_hw_caps caps = ds_test_full_caps;
-	struct ds_tracer *tracer;
-	unsigned int fmt;
-
-	for (fmt = 0; fmt < DS_PEBS_NR_FORMATS; fmt++) {
-		caps.pebs_format = fmt;
-		ds_test_install(caps);
-		KUNIT_EXPECT_EQ(test, ds_pebs_format(), fmt);
-		KUNIT_EXPECT_EQ(test, ds_record_size(DS_PEBS), sizes[fmt]);
-		tracer = ds_request_pebs_task(current, &cfg);
-		KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
-		KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).capacity,
-				PAGE_SIZE / sizes[fmt]);
-		KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).format, fmt);
-		KUNIT_EXPECT_EQ(test, per_cpu(ds_cpus, 0).stage_cap[DS_PEBS],
-				stage_cap[fmt]);
-		ds_release(tracer);
-	}
-	caps.pebs_format = DS_PEBS_NR_FORMATS;
-	ds_test_install(caps);
-	KUNIT_EXPECT_EQ(test, ds_record_size(DS_PEBS), -EOPNOTSUPP);
-	KUNIT_EXPECT_EQ(test, ds_record_size(DS_BTS), DS_BTS_RECORD_SIZE);
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
-			-EOPNOTSUPP);
-}
-
-static void ds_test_pebs_collect(struct kunit *test)
-{
-	struct ds_config cfg = ds_test_cfg(PAGE_SIZE);
-	struct ds_tracer *tracer;
-	unsigned long flags;
-	size_t stored = 0, count;
-	u64 rec[4] = { };
-
-	migrate_disable();
-	tracer = ds_test_keep(test,
-			      ds_request_pebs_cpu(smp_processor_id(), &cfg));
-	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
-	local_irq_save(flags);
-	while (stored < this_cpu_ptr(&ds_cpus)->stage_cap[DS_PEBS] &&
-	       ds_sim_pebs(DS_TEST_FROM + stored))
-		stored++;
-	local_irq_restore(flags);
-	migrate_enable();
-	ds_sim_settle(tracer);
-	/* The threshold PMI collected while the records kept coming. */
-	KUNIT_EXPECT_GT(test, atomic_read(&ds_sim_pmis), 0);
-	count = ds_test_geom(test, tracer).count;
-	KUNIT_EXPECT_EQ(test, count, min_t(size_t, stored, PAGE_SIZE / sizeof(rec)));
-	KUNIT_EXPECT_EQ(test, ds_read_record(tracer, 1, rec, sizeof(rec)),
-			(ssize_t)sizeof(rec));
-	KUNIT_EXPECT_EQ(test, rec[1], DS_TEST_FROM + stored - count + 1);
 }
 
 /* --- locked memory --- */
@@ -2317,9 +2154,14 @@ static void ds_test_memlock_failed_alloc(struct kunit *test)
 	ds_test_unuse_mm(mm);
 }
 
+/* Staging allocations that ran with the CPU hotplug lock held. */
+static int ds_test_stage_locked_allocs;
+
 /* The last possible CPU's staging buffer cannot be had; the others can. */
 static int ds_test_stage_alloc_fails(int cpu, enum ds_kind kind)
 {
+	if (IS_ENABLED(CONFIG_LOCKDEP) && lockdep_is_cpus_held())
+		ds_test_stage_locked_allocs++;
 	if (cpu == cpumask_last(cpu_possible_mask))
 		return -ENOMEM;
 	kunit_deactivate_static_stub(kunit_get_current_test(), ds_stage_alloc);
@@ -2331,22 +2173,27 @@ static int ds_test_stage_alloc_fails(int cpu, enum ds_kind kind)
 
 /*
  * No memory for a staging buffer: a request for the hardware fails with
- * -ENOMEM, having unmapped what it mapped with one flush before freeing;
- * one for any backend gets the emulation; nothing of the hardware is left
- * set up.
+ * -ENOMEM, having mapped nothing and freed what it had; one for any
+ * backend gets the emulation; nothing of the hardware is left set up. The
+ * pages are allocated before the CPU hotplug lock is taken: reclaim does
+ * not hold up CPU hotplug.
  */
 static void ds_test_stage_nomem_falls_back(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
 	struct ds_tracer *tracer;
+	int cpu;
 
 	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
+	ds_test_stage_locked_allocs = 0;
 	kunit_activate_static_stub(test, ds_stage_alloc,
 				   ds_test_stage_alloc_fails);
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -ENOMEM);
-	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_flushes),
-			num_possible_cpus() > 1 ? 1 : 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_maps), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_flushes), 0);
 	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_slot_misuses), 0);
+	for_each_possible_cpu(cpu)
+		KUNIT_EXPECT_NULL(test, per_cpu(ds_cpus, cpu).stage[DS_BTS]);
 	cfg.backend = DS_BACKEND_AUTO;
 	tracer = ds_test_task(test, &cfg);
 	kunit_deactivate_static_stub(test, ds_stage_alloc);
@@ -2355,6 +2202,7 @@ static void ds_test_stage_nomem_falls_back(struct kunit *test)
 			DS_BACKEND_EMULATED);
 	KUNIT_EXPECT_EQ(test, READ_ONCE(ds_bts_fac->state), DS_HW_DOWN);
 	KUNIT_EXPECT_FALSE(test, ds_bts_fac->active);
+	KUNIT_EXPECT_EQ(test, ds_test_stage_locked_allocs, 0);
 }
 
 static void ds_test_memlock_mm_gone(struct kunit *test)
@@ -2707,8 +2555,6 @@ static void ds_test_kernel_policy(struct kunit *test)
 
 	cfg.flags = DS_USER | DS_KERNEL;
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
-			-EINVAL);
 	cfg.backend = DS_BACKEND_AUTO;
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EINVAL);
 	cfg.backend = DS_BACKEND_HARDWARE;
@@ -2717,7 +2563,6 @@ static void ds_test_kernel_policy(struct kunit *test)
 	ds_test_install(caps);
 	ds_meltdown_kernel = false;
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)), -EPERM);
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_cpu(0, &cfg)), -EPERM);
 	cfg.flags = DS_USER;
 	tracer = ds_test_keep(test, ds_request_bts_cpu(0, &cfg));
 	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
@@ -2768,8 +2613,6 @@ static void ds_test_emulated(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ds_register_backend(&ds_fake_backend), -EBUSY);
 	cfg.backend = DS_BACKEND_EMULATED;
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)),
-			-EOPNOTSUPP);
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_task(current, &cfg)),
 			-EOPNOTSUPP);
 	tracer = ds_test_task(test, &cfg);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
@@ -3043,8 +2886,7 @@ static void ds_test_split_perf_pebs_first(struct kunit *test)
 		KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).backend,
 				DS_BACKEND_HARDWARE);
 		KUNIT_EXPECT_TRUE(test, ds_bts_fac->active);
-		KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_pebs_cpu(0, &cfg)),
-				-EBUSY);
+		KUNIT_EXPECT_EQ(test, ds_perf_reserve(DS_PEBS), -EBUSY);
 		KUNIT_EXPECT_EQ(test, ds_perf_reserve(DS_BTS), -EBUSY);
 		ds_test_expect_perf_half(test, DS_PEBS);
 		ds_test_expect_area_loaded(test, true);
@@ -3088,14 +2930,13 @@ static void ds_test_split_tracer_first(struct kunit *test)
 }
 
 /*
- * perf's BTS event holds the BTS half: a debugger's trace is emulated, an
- * in-kernel PEBS client gets the hardware and leaves perf's BTS bits and
- * half alone.
+ * perf's BTS event holds the BTS half: a debugger's trace is emulated, and
+ * the allocator leaves perf's BTS bits and half alone.
  */
 static void ds_test_split_perf_bts(struct kunit *test)
 {
 	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
-	struct ds_tracer *tracer, *pebs;
+	struct ds_tracer *tracer;
 	u64 perf_bits = DEBUGCTLMSR_TR | DEBUGCTLMSR_BTS;
 	int cpu = cpumask_first(cpu_online_mask);
 
@@ -3104,17 +2945,9 @@ static void ds_test_split_perf_bts(struct kunit *test)
 	per_cpu(ds_sim_debugctl, cpu) |= perf_bits;
 
 	tracer = ds_test_task_falls_back(test);
-
 	cfg.backend = DS_BACKEND_HARDWARE;
-	pebs = ds_test_keep(test, ds_request_pebs_cpu(cpu, &cfg));
-	KUNIT_ASSERT_FALSE(test, IS_ERR(pebs));
-	KUNIT_EXPECT_TRUE(test, ds_facilities[DS_PEBS].active);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(cpu, &cfg)), -EBUSY);
 	KUNIT_EXPECT_FALSE(test, ds_bts_fac->active);
-	KUNIT_EXPECT_EQ(test, ds_part(per_cpu(ds_cpus, cpu).area,
-				      DS_PEBS)->base,
-			per_cpu(ds_cpus, cpu).stage_hw[DS_PEBS]);
-	ds_test_release(test, pebs);
-	ds_test_end_linger();
 
 	ds_test_expect_perf_half(test, DS_BTS);
 	KUNIT_EXPECT_EQ(test, per_cpu(ds_sim_debugctl, cpu),
@@ -3144,7 +2977,7 @@ static void ds_test_exclusive_put(enum ds_kind kind)
 /*
  * Hardware BTS joins perf's PT/LBR/BTS exclusivity while BTS tracers are
  * attached: a conflicting intel_pt event refuses it, and ptrace falls back
- * to the emulation; the PEBS half has no part in it.
+ * to the emulation; perf's PEBS half has no part in it.
  */
 static void ds_test_exclusive(struct kunit *test)
 {
@@ -3170,8 +3003,9 @@ static void ds_test_exclusive(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_request_bts_cpu(0, &cfg)), -EBUSY);
 	KUNIT_EXPECT_FALSE(test, ds_bts_fac->active);
 	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), 0);
-	tracer = ds_test_keep(test, ds_request_pebs_cpu(0, &cfg));
-	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	/* perf's precise events take no part in it. */
+	KUNIT_ASSERT_EQ(test, ds_perf_reserve(DS_PEBS), 0);
+	ds_perf_release(DS_PEBS);
 	KUNIT_ASSERT_EQ(test, ds_register_backend(&ds_fake_backend), 0);
 	tracer = ds_test_task_falls_back(test);
 	KUNIT_EXPECT_EQ(test, atomic_read(&ds_test_exclusive_held), 0);
@@ -3227,16 +3061,15 @@ static void ds_test_split_concurrent(struct kunit *test)
 static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_request_release),
 	KUNIT_CASE(ds_test_same_owner_twice),
-	KUNIT_CASE(ds_test_bts_and_pebs),
 	KUNIT_CASE(ds_test_task_vs_cpu),
 	KUNIT_CASE(ds_test_perf_holds),
 	KUNIT_CASE(ds_test_perf_refused),
 	KUNIT_CASE(ds_test_perf_during_teardown),
 	KUNIT_CASE(ds_test_perf_reserve_twice),
-	KUNIT_CASE(ds_test_pebs_data_cfg),
 	KUNIT_CASE(ds_test_refused_while_perf_waits),
 	KUNIT_CASE(ds_test_release_lingers),
 	KUNIT_CASE(ds_test_teardown_flushes_once),
+	KUNIT_CASE(ds_test_msr_map_vmalloc),
 	KUNIT_CASE(ds_test_perf_after_cpu_tracer),
 	KUNIT_CASE(ds_test_perf_install),
 	KUNIT_CASE(ds_test_perf_bts_bits),
@@ -3275,9 +3108,6 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_notify_clear),
 	KUNIT_CASE(ds_test_suspend_resume),
 	KUNIT_CASE(ds_test_suspend_atomic),
-	KUNIT_CASE(ds_test_pebs_reset),
-	KUNIT_CASE(ds_test_pebs_formats),
-	KUNIT_CASE(ds_test_pebs_collect),
 	KUNIT_CASE(ds_test_memlock_charge),
 	KUNIT_CASE(ds_test_memlock_per_user),
 	KUNIT_CASE(ds_test_memlock_limit),

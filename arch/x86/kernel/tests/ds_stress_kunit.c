@@ -333,7 +333,6 @@ static void ds_stress_geometry(struct ds_stress_worker *w,
 	memset(geom, 0, sizeof(*geom));
 	KUNIT_EXPECT_EQ(test, ds_get_geometry(slot->tracer, geom), 0);
 	geom->capacity = max_t(size_t, geom->capacity, 1);
-	KUNIT_EXPECT_EQ(test, geom->kind, DS_BTS);
 	KUNIT_EXPECT_TRUE_MSG(test, geom->backend == DS_BACKEND_HARDWARE ||
 			      geom->backend == DS_BACKEND_EMULATED,
 			      "backend %d", geom->backend);
