@@ -134,9 +134,11 @@ $(OBJ)/.config: $(TOP)/vm/kernel.config $(BUILD)/tree-head
 config: tree
 	@$(MAKE) -s $(OBJ)/.config
 
+# The modules are the Debug Store sample's (samples/ds/), which runs 'tcg'
+# and 'bts' load.
 kernel: config
 	@echo "kernel: building $(BZIMAGE)"
-	@$(KMAKE) bzImage
+	@$(KMAKE) bzImage modules
 
 # extra_kernel <target> <obj dir> <arch> <fragments>: a kernel of its own
 # config; the config is regenerated only when a fragment or the series
@@ -185,6 +187,8 @@ tools: headers
 		KHDR_INCLUDES="-isystem $(OBJ)/usr/include"
 	@gcc -static -O2 -Wall -Werror -isystem $(OBJ)/usr/include \
 		-o $(BUILD)/bts/kexec-ds $(TOP)/vm/kexec-ds.c
+	@gcc -static -O2 -Wall -Werror -o $(BUILD)/bts/ds-sample-work \
+		$(TOP)/vm/ds-sample-work.c
 
 initramfs: selftests tools
 	@cp $(TOP)/vm/demo.sh $(BUILD)/bts/demo
@@ -233,15 +237,21 @@ test-checks: tree
 	@python3 $(TOP)/mk/report_test.py $(SRC)
 	@$(TOP)/mk/ds-owner-check.sh $(SRC)
 
-# A run's initramfs (mk/test.py): only the kselftests RUN_PROGS names.
+# A run's initramfs (mk/test.py): only the kselftests RUN_PROGS names;
+# SAMPLE=1 adds the Debug Store sample, the test kernel's module, and its
+# workload (vm/init's vm.sample=1).
+SAMPLE_KO := $(OBJ)/samples/ds/ds_sample.ko
+
 run-initramfs:
 	@mkdir -p $(BUILD)/initramfs
 	@echo "$(RUN_PROGS)" | tr , '\n' >$(BUILD)/initramfs/$(RUN).list
 	@PROGS=$(RUN_PROGS) LIST=$(BUILD)/initramfs/$(RUN).list \
 		$(if $(filter i386,$(RUN)),BUSYBOX=$(BUILD)/busybox32/busybox) \
 		$(if $(filter kexec,$(RUN)),KEXEC_KERNEL=$(OBJ)/arch/x86/boot/bzImage) \
+		$(if $(SAMPLE),KMODULES=$(SAMPLE_KO)) \
 		$(TOP)/mk/initramfs.sh $(BUILD)/initramfs/$(RUN).cpio.gz $(KSFT) \
-		$(if $(filter kexec,$(RUN)),$(BUILD)/bts/kexec-ds)
+		$(if $(filter kexec,$(RUN)),$(BUILD)/bts/kexec-ds) \
+		$(if $(SAMPLE),$(BUILD)/bts/ds-sample-work)
 
 run: run-kernel initramfs
 	@VM_APPEND="kunit.enable=0 $(VM_APPEND)" \

@@ -6,7 +6,8 @@
 # run_kselftest.sh runs by default in the VM (make shell); PROGS (the same,
 # comma-separated) leaves every other kselftest out; BUSYBOX (default
 # /bin/busybox) makes the i386 variant; KEXEC_KERNEL puts that bzImage in
-# /boot, with an initramfs of busybox and vm/init alone to kexec it with.
+# /boot, with an initramfs of busybox and vm/init alone to kexec it with;
+# KMODULES (.ko files, space-separated) go to /lib/modules.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$1 ksft=$2
@@ -61,6 +62,9 @@ fi
 grep -v '^#' "$LIST" | grep . > "$root/kselftest/tests.list" || true
 for bin in "$@"; do
 	install -m 755 "$bin" "$root/usr/bin/"
+done
+for ko in ${KMODULES:-}; do
+	install -D -m 644 "$ko" "$root/lib/modules/${ko##*/}"
 done
 
 if [ -n "${KEXEC_KERNEL:-}" ]; then

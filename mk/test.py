@@ -88,6 +88,10 @@ EMU = ""
 # The fuzzer's blocks per case, through kselftest's runner
 FUZZ_ARGS = "vm.env=KSELFTEST_PTRACE_BTS_FUZZ_64_ARGS=--case-blocks=%s"
 NOEMU = "ds.emulation=0"
+# The Debug Store sample (samples/ds/): vm/init loads the test kernel's
+# module over a workload and the manifest checks its report. The run's
+# initramfs carries the module, so it waits for the test kernel.
+SAMPLE = "vm.sample=1"
 
 # The kernels: make target, bzImage.
 KERNELS = {
@@ -101,9 +105,10 @@ KERNELS = {
 # (None: stock QEMU, -cpu max), kernel arguments, extra environment.
 RUNS = [
     # the emulated backend
-    ("tcg", "kernel", None, FUZZ_ARGS % "%(fuzz_emu)d", {}),
+    ("tcg", "kernel", None, FUZZ_ARGS % "%(fuzz_emu)d" + " " + SAMPLE, {}),
     # the hardware backend, then ptrace_bts again with ds.force_emulation=1
-    ("bts", "kernel", BTS_CPU, HW + " " + FUZZ_ARGS % "%(fuzz_hw)d", {}),
+    ("bts", "kernel", BTS_CPU, HW + " " + FUZZ_ARGS % "%(fuzz_hw)d" + " " + SAMPLE,
+     {}),
     # perf and ptrace sharing the Debug Store
     ("pmu", "kernel", PMU_CPU, HW, {}),
     # bts and pmu under the model's other readings of the SDM
@@ -116,7 +121,7 @@ RUNS = [
      " kunit.filter_glob=x86_ds_hw", {"VM_WATCHDOG": "nmi_watchdog=1"}),
     # kexec into the same kernel while a hardware trace records: the new
     # kernel finds the Debug Store clear
-    ("kexec", "kernel", BTS_CPU, HW + " vm.kexec=1 kunit.filter_glob=x86_ds_hw", {}),
+    ("kexec", "kernel", PMU_CPU, HW + " vm.kexec=1 kunit.filter_glob=x86_ds_hw", {}),
     # the 32-bit kernel and userspace
     ("i386", "i386-kernel", None, EMU, {}),
     # without X86_DS every request is EIO
@@ -238,12 +243,14 @@ def make_jobs(runs, only):
     for name, kernel, cpu, append, env in RUNS:
         if name not in runs:
             continue
+        sample = SAMPLE in append.split()
         needs = ["selftests"] + (["busybox32"] if name == "i386" else []) + \
-            (["kernel"] if name == "kexec" else [])
+            (["kernel"] if name == "kexec" or sample else [])
         add(Job("initramfs-" + name, MAKE + ["run-initramfs", "RUN=" + name,
                                              "RUN_PROGS=" + ",".join(
                                                  progs[name] + [p for p in emu[name]
-                                                                if p not in progs[name]])],
+                                                                if p not in progs[name]])] +
+                (["SAMPLE=1"] if sample else []),
                 needs, prio=40, phase="initramfs " + name))
         fuzz = dict(FUZZ)
         if os.environ.get("FUZZ_BLOCKS"):

@@ -3,7 +3,9 @@
  * kexec into a kernel while a hardware branch trace records: make test's
  * run 'kexec'. A child, traced by PTRACE_BTS on the CPU's BTS, spins on
  * CPU 1 while CPU 0 loads the kernel and initramfs given and reboots into
- * them. The new kernel says what the old one left in the Debug Store MSRs
+ * them. Precise perf events (PEBS) sample both tasks all the while: the
+ * one of the task that reboots is still scheduled in when the old kernel
+ * jumps. The new kernel says what the old one left in the Debug Store MSRs
  * (ds: "the Debug Store was live on N CPUs at boot"), which vm/init's
  * vm.mode=kexec-check reports.
  *
@@ -21,6 +23,7 @@
 #include <sys/reboot.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <linux/perf_event.h>
 #include <linux/ptrace.h>
 #include <linux/reboot.h>
 #include <asm/ptrace-bts.h>
@@ -41,6 +44,23 @@ static void pin(int cpu)
 	CPU_SET(cpu, &set);
 	if (sched_setaffinity(0, sizeof(set), &set))
 		fail("sched_setaffinity");
+}
+
+/* A precise event on @pid's user-mode instructions: PEBS where perf has it. */
+static void sample_precisely(pid_t pid)
+{
+	struct perf_event_attr attr = {
+		.size		= sizeof(attr),
+		.type		= PERF_TYPE_HARDWARE,
+		.config		= PERF_COUNT_HW_INSTRUCTIONS,
+		.sample_period	= 100003,
+		.precise_ip	= 2,
+		.exclude_kernel	= 1,
+		.exclude_hv	= 1,
+	};
+
+	if (syscall(SYS_perf_event_open, &attr, pid, -1, -1, 0) < 0)
+		fail("perf_event_open, precise_ip 2");
 }
 
 /* The tracee: branches on CPU 1 until the machine goes away. */
@@ -86,11 +106,15 @@ int main(int argc, char **argv)
 		fail("the tracee did not stop");
 	if (syscall(SYS_ptrace, PTRACE_BTS_CONFIG, pid, &cfg, sizeof(cfg)))
 		fail("PTRACE_BTS_CONFIG, the hardware backend");
+	sample_precisely(pid);
+	sample_precisely(0);
 	if (syscall(SYS_ptrace, PTRACE_CONT, pid, NULL, NULL))
 		fail("PTRACE_CONT");
 	/* Long enough for the tracee to run, and to fill the staging buffer. */
 	usleep(500 * 1000);
 	printf("vm: kexec: a hardware trace records pid %d on CPU 1\n", pid);
+	printf("vm: kexec: precise perf events sample it and pid %d on CPU 0\n",
+	       getpid());
 
 	if (syscall(SYS_kexec_file_load, kfd, ifd, strlen(argv[3]) + 1,
 		    argv[3], 0UL))

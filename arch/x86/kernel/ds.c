@@ -640,14 +640,15 @@ static void ds_notify_work(struct irq_work *work)
 
 /*
  * Redirected by the KUnit suite to fail allocations on purpose. The memory
- * cgroup of the requester pays for the pages. The size is the requester's
+ * cgroup of the requester pays for the pages of a task's tracer (@gfp, see
+ * ds_gfp()). The size is the requester's
  * choice: a failure is its -ENOMEM, not a warning on the console, and a
  * full memory cgroup refuses it rather than call its OOM killer.
  */
-static void *ds_buffer_alloc(size_t size)
+static void *ds_buffer_alloc(size_t size, gfp_t gfp)
 {
-	KUNIT_STATIC_STUB_REDIRECT(ds_buffer_alloc, size);
-	return __vmalloc(size, GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN |
+	KUNIT_STATIC_STUB_REDIRECT(ds_buffer_alloc, size, gfp);
+	return __vmalloc(size, gfp | __GFP_ZERO | __GFP_NOWARN |
 			 __GFP_RETRY_MAYFAIL);
 }
 
@@ -710,6 +711,16 @@ static void ds_unaccount_mem(struct ds_tracer *tracer)
 	tracer->user = NULL;
 }
 
+/*
+ * A task's tracer is charged to its requester: locked memory and memory
+ * cgroup. A CPU's serves a kernel client, whose memory is the kernel's and
+ * not that of whichever process happened to load it.
+ */
+static gfp_t ds_gfp(bool charge)
+{
+	return charge ? GFP_KERNEL_ACCOUNT : GFP_KERNEL;
+}
+
 static int ds_buf_alloc(struct ds_tracer *tracer, const struct ds_config *cfg,
 			bool charge)
 {
@@ -725,7 +736,7 @@ static int ds_buf_alloc(struct ds_tracer *tracer, const struct ds_config *cfg,
 		if (err)
 			return err;
 	}
-	tracer->buf = ds_buffer_alloc(bytes);
+	tracer->buf = ds_buffer_alloc(bytes, ds_gfp(charge));
 	if (!tracer->buf) {
 		ds_unaccount_mem(tracer);
 		return -ENOMEM;
@@ -805,7 +816,7 @@ static struct ds_tracer *ds_tracer_alloc(enum ds_kind kind, bool per_cpu,
 	if (cfg->size < size || cfg->threshold > cfg->size / size)
 		return ERR_PTR(-EINVAL);
 
-	tracer = kzalloc(sizeof(*tracer), GFP_KERNEL_ACCOUNT);
+	tracer = kzalloc(sizeof(*tracer), ds_gfp(!per_cpu));
 	if (!tracer)
 		return ERR_PTR(-ENOMEM);
 	tracer->kind = kind;
@@ -822,7 +833,6 @@ static struct ds_tracer *ds_tracer_alloc(enum ds_kind kind, bool per_cpu,
 	raw_spin_lock_init(&tracer->lock);
 	init_irq_work(&tracer->notify_work, ds_notify_work);
 
-	/* Per-CPU tracers serve kernel clients: not charged. */
 	err = ds_buf_alloc(tracer, cfg, !per_cpu);
 	if (err) {
 		kfree(tracer);
@@ -1365,6 +1375,9 @@ static bool ds_hw_is_free(enum ds_kind kind)
 	return !held;
 }
 
+/* This request's ds_stage_prepare() found no memory; under ds_mutex. */
+static bool ds_stage_nomem;
+
 /* Unmapped pages of a setup that did not happen: nothing to flush. */
 static void ds_stage_discard(enum ds_kind kind)
 {
@@ -1380,40 +1393,61 @@ static void ds_stage_discard(enum ds_kind kind)
 }
 
 /*
+ * Every possible CPU's staging pages, or none. Called only while the
+ * facility is not up, so none of them is mapped yet.
+ */
+static int ds_stage_alloc_all(enum ds_kind kind)
+{
+	int cpu, err;
+
+	for_each_possible_cpu(cpu) {
+		if (per_cpu(ds_cpus, cpu).stage[kind])
+			continue;
+		err = ds_stage_alloc(cpu, kind);
+		if (err)
+			goto free_stages;
+	}
+	return 0;
+
+free_stages:
+	for_each_possible_cpu(cpu)
+		ds_stage_free(cpu, kind);
+	return err;
+}
+
+/*
  * Allocate the staging pages of a facility that is down, for a request
  * that may set it up, before the CPU hotplug lock is taken: reclaim can
  * take a while, and hotplug need not wait for it. They are mapped only
  * once the setup owns the slots (ds_stage_map_all()), as perf may map its
  * own buffers there until then; ds_attach() discards what it did not use.
- * All or nothing: a setup finds every page, or none.
  */
 static void ds_stage_prepare(enum ds_kind kind)
 {
-	int cpu;
-
 	lockdep_assert_held(&ds_mutex);
 
+	ds_stage_nomem = false;
 	if (READ_ONCE(ds_facilities[kind].state) != DS_HW_DOWN ||
 	    !ds_hw_is_free(kind) || READ_ONCE(ds_halted))
 		return;
-	for_each_possible_cpu(cpu) {
-		if (!per_cpu(ds_cpus, cpu).stage[kind] &&
-		    ds_stage_alloc(cpu, kind))
-			goto discard;
-	}
-	return;
-
-discard:
-	ds_stage_discard(kind);
+	ds_stage_nomem = ds_stage_alloc_all(kind) == -ENOMEM;
 }
 
 static int ds_stage_map_all(enum ds_kind kind)
 {
-	int cpu;
+	int cpu, err;
 
-	/* ds_stage_prepare() is all or nothing: check one. */
-	if (!per_cpu(ds_cpus, cpumask_first(cpu_possible_mask)).stage[kind])
+	/*
+	 * Nothing prepared: the half was up, or perf's, at the request, and
+	 * perf has taken it down, or given it back, since. Rare enough to
+	 * allocate under the hotplug lock; but not once more after a
+	 * preparation that found no memory.
+	 */
+	if (ds_stage_nomem)
 		return -ENOMEM;
+	err = ds_stage_alloc_all(kind);
+	if (err)
+		return err;
 	for_each_possible_cpu(cpu) {
 		struct ds_cpu *dc = per_cpu_ptr(&ds_cpus, cpu);
 
@@ -1605,16 +1639,17 @@ static void ds_hw_linger_fn(struct work_struct *work)
 
 /*
  * What another kernel left live on a CPU coming online, the first time
- * (a kexec, a crash kexec: INIT keeps both MSRs) or after one (a CPU kept
- * offline until then): IA32_DS_AREA pointing into that kernel's
- * cpu_entry_area, BTS storing through it. Nobody here has loaded the MSR
- * or set the bits when neither half is in use on this CPU: perf's
+ * (a kexec, a crash kexec: INIT keeps the MSRs) or after one (a CPU kept
+ * offline until then), if it did not stop the Debug Store as this one does
+ * (ds_emergency_stop()): IA32_DS_AREA pointing into that kernel's
+ * cpu_entry_area, BTS or PEBS storing through it. Nobody here has loaded
+ * the MSRs or set the bits when neither half is in use on this CPU: perf's
  * starting callback loads IA32_DS_AREA through ds_perf_install() before
- * this runs, and enables BTS only for events scheduled later.
+ * this runs, and enables BTS and PEBS only for events scheduled later.
  */
 static void ds_cpu_clear_inherited(struct ds_cpu *dc, unsigned int cpu)
 {
-	u64 area, ctl;
+	u64 area, ctl, pebs = 0;
 
 	lockdep_assert_irqs_disabled();
 
@@ -1623,12 +1658,17 @@ static void ds_cpu_clear_inherited(struct ds_cpu *dc, unsigned int cpu)
 		return;
 	/* The real MSRs, also under KUnit: what another kernel left. */
 	ctl = get_debugctlmsr();
-	if (!area && !(ctl & DS_DEBUGCTL_MASK))
+	if (ds_caps.pebs)
+		rdmsrl_safe(MSR_IA32_PEBS_ENABLE, &pebs);
+	if (!area && !pebs && !(ctl & DS_DEBUGCTL_MASK))
 		return;
+	/* PEBS first: no assist may find the area gone. */
+	if (pebs)
+		wrmsrl(MSR_IA32_PEBS_ENABLE, 0);
 	update_debugctlmsr(ctl & ~DS_DEBUGCTL_MASK);
 	wrmsrl(MSR_IA32_DS_AREA, 0);
-	pr_warn("CPU%u: IA32_DS_AREA %#llx, DEBUGCTL %#llx left by another kernel: cleared\n",
-		cpu, area, ctl);
+	pr_warn("CPU%u: IA32_DS_AREA %#llx, DEBUGCTL %#llx, PEBS_ENABLE %#llx left by another kernel: cleared\n",
+		cpu, area, ctl, pebs);
 }
 
 static int ds_cpu_online(unsigned int cpu)
@@ -1730,10 +1770,14 @@ static struct syscore ds_syscore = {
  * (the reboot notifier, before the other CPUs are stopped), and the CPU
  * that goes on leaves them once more from the syscore shutdown. From then
  * on no CPU arms them again: ds_cpu_activate(), hardware requests and
- * ds_perf_bts_enable() see ds_halted. perf's BTS bits go too; its PEBS
- * half is its own. A crash kexec runs neither hook, and a kexec jump
- * goes through the suspend path instead; a kernel clears what it inherits
- * as each CPU comes online, see ds_cpu_clear_inherited().
+ * ds_perf_bts_enable() see ds_halted. perf's BTS bits go too. perf's
+ * task events outlive perf_reboot() and may still schedule PEBS in, which
+ * needs IA32_DS_AREA: so PEBS and the area go last, with interrupts off,
+ * through ds_emergency_stop(): from machine_kexec() on the CPU that jumps,
+ * from stop_this_cpu() on the others, and from the crash path, which runs
+ * neither hook. A kexec jump goes through the suspend path instead. A
+ * kernel still clears what it inherits as each CPU comes online, see
+ * ds_cpu_clear_inherited().
  */
 static void ds_cpu_halt(void *unused)
 {
@@ -2945,9 +2989,9 @@ void ds_perf_bts_disable(void)
 EXPORT_SYMBOL_GPL(ds_perf_bts_disable);
 
 /*
- * The real MSRs, whoever set them: the crash path, see crash.c, on a CPU
- * that never returns to perf or to us. PEBS goes first, so that no assist
- * uses the save area after IA32_DS_AREA is cleared.
+ * The real MSRs, whoever set them, on a CPU that never returns to perf or
+ * to us: machine_kexec(), stop_this_cpu() and the crash path. IA32_DS_AREA
+ * goes last, so that no BTS store or PEBS assist finds it cleared.
  */
 void ds_emergency_stop(void)
 {

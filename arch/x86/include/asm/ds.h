@@ -158,7 +158,8 @@ typedef void (*ds_notify_fn)(struct ds_tracer *tracer, void *cookie);
  * struct ds_config - a request for a Debug Store tracer
  * @buffer:	 caller-provided trace buffer in kernel memory that stays
  *		 mapped until ds_release() (vmalloc or kmalloc), or NULL for
- *		 one the allocator allocates and charges to the requester
+ *		 one the allocator allocates (charged to the requester for a
+ *		 task's tracer, see ds_request_bts_task())
  * @size:	 size of the trace buffer in bytes, at most
  *		 %DS_MAX_BUFFER_SIZE; rounded down to whole records
  * @threshold:	 %DS_OVERFLOW_NOTIFY: notify once the buffer holds this many
@@ -169,9 +170,10 @@ typedef void (*ds_notify_fn)(struct ds_tracer *tracer, void *cookie);
  * @detached:	 optional: called when the allocator detaches a task's tracer
  *		 on its own, at the task's exit or at an exec of an image its
  *		 user may not read (see ds_exec_thread()); not at ds_release().
- *		 Process context, in the task, under the allocator's mutex:
- *		 it must not call the ds_*() functions, only note the fact or
- *		 queue work. The handle stays valid until ds_release().
+ *		 Process context, in the task, under the allocator's mutex
+ *		 and cpus_read_lock(): it must not call the ds_*() functions
+ *		 nor take the CPU hotplug lock, only note the fact or queue
+ *		 work. The handle stays valid until ds_release().
  * @flags:	 %DS_KERNEL (per-CPU tracers only), %DS_USER (at least one),
  *		 %DS_TIMESTAMPS (BTS of a task)
  * @backend:	 the backend to use
@@ -200,7 +202,11 @@ struct ds_config {
  *		 exact, unless %DS_STATUS_DROPPED: a staging buffer filled
  *		 before its threshold PMI was handled, and the hardware
  *		 dropped none or any number of records after it, which @lost
- *		 counts as one each time
+ *		 counts as one each time. Branches taken while the tracer is
+ *		 suspended or paused are neither recorded nor lost; nor are
+ *		 those a CPU takes in kernel mode, for a %DS_KERNEL tracer,
+ *		 from its threshold interrupt until the collection restarts
+ *		 BTS (interrupts disabled: user mode resumes only after it)
  * @status:	 %DS_STATUS_* bits
  */
 struct ds_geometry {
@@ -398,8 +404,9 @@ ssize_t ds_read_records(struct ds_tracer *tracer, size_t first, void *buf,
  *
  * Whether it is free is another matter: a request may still get -EBUSY.
  *
- * Return: true if the CPU stores @kind records in a way the allocator
- * drives (for %DS_BTS: a %DS_BACKEND_HARDWARE request can be had).
+ * Return: true if the CPU stores @kind records in the 64-bit format the
+ * allocator drives: for %DS_BTS, a %DS_BACKEND_HARDWARE request can be
+ * had; for %DS_PEBS, perf may reserve the PEBS half.
  */
 bool ds_hw_present(enum ds_kind kind);
 
@@ -787,10 +794,11 @@ void ds_perf_bts_disable(void);
 /**
  * ds_emergency_stop() - stop BTS and PEBS on this CPU, whoever set them
  *
- * A crash kexec runs neither the reboot notifier nor the syscore shutdown
- * that leave the Debug Store: the crash kernel must not receive records in
- * its memory. Clears the BTS bits of DEBUGCTL, IA32_PEBS_ENABLE and
- * IA32_DS_AREA, for a CPU that will not run this kernel again.
+ * The last step of a CPU that will not run this kernel again: a kexec'd
+ * or crash kernel must not receive records in its memory, and perf's task
+ * events may have scheduled PEBS in after the reboot notifier. Called from
+ * machine_kexec(), stop_this_cpu() and the crash path. Clears the BTS bits
+ * of DEBUGCTL, IA32_PEBS_ENABLE and IA32_DS_AREA.
  *
  * Context: interrupts disabled or NMI.
  */

@@ -2136,9 +2136,41 @@ static void ds_test_memlock_limit(struct kunit *test)
 	ds_test_unuse_mm(mm);
 }
 
-static void *ds_test_alloc_fails(size_t size)
+static void *ds_test_alloc_fails(size_t size, gfp_t gfp)
 {
 	return NULL;
+}
+
+static gfp_t ds_test_alloc_gfp;
+
+static void *ds_test_alloc_notes_gfp(size_t size, gfp_t gfp)
+{
+	ds_test_alloc_gfp = gfp;
+	return vzalloc(size);
+}
+
+/*
+ * A task's buffer is charged to its requester's memory cgroup; a CPU's
+ * serves a kernel client, and no process's cgroup pays for it.
+ */
+static void ds_test_buffer_memcg(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *task, *cpu;
+	gfp_t task_gfp, cpu_gfp;
+
+	kunit_activate_static_stub(test, ds_buffer_alloc,
+				   ds_test_alloc_notes_gfp);
+	task = ds_test_task(test, &cfg);
+	task_gfp = ds_test_alloc_gfp;
+	ds_test_release(test, task);
+	cpu = ds_test_keep(test, ds_request_bts_cpu(0, &cfg));
+	cpu_gfp = ds_test_alloc_gfp;
+	kunit_deactivate_static_stub(test, ds_buffer_alloc);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	KUNIT_ASSERT_FALSE(test, IS_ERR(cpu));
+	KUNIT_EXPECT_TRUE(test, task_gfp & __GFP_ACCOUNT);
+	KUNIT_EXPECT_FALSE(test, cpu_gfp & __GFP_ACCOUNT);
 }
 
 static void ds_test_memlock_failed_alloc(struct kunit *test)
@@ -2203,6 +2235,44 @@ static void ds_test_stage_nomem_falls_back(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, READ_ONCE(ds_bts_fac->state), DS_HW_DOWN);
 	KUNIT_EXPECT_FALSE(test, ds_bts_fac->active);
 	KUNIT_EXPECT_EQ(test, ds_test_stage_locked_allocs, 0);
+}
+
+/* perf takes the BTS half and gives it back while a request is on. */
+static int ds_test_exclusive_perf_cycle(enum ds_kind kind)
+{
+	if (kind == DS_BTS && !ds_perf_reserve(DS_BTS))
+		ds_perf_release(DS_BTS);
+	return 0;
+}
+
+static void ds_test_exclusive_none(enum ds_kind kind)
+{
+}
+
+/*
+ * A request that finds the hardware lingering prepares no staging pages.
+ * If perf tears the linger down and gives the half back before the setup,
+ * the setup allocates them itself rather than fail with -ENOMEM.
+ */
+static void ds_test_stage_after_perf_cycle(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(DS_TEST_SIZE);
+	struct ds_tracer *tracer;
+
+	tracer = ds_test_task(test, &cfg);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	ds_test_release(test, tracer);
+	KUNIT_ASSERT_EQ(test, READ_ONCE(ds_bts_fac->state), DS_HW_UP);
+	kunit_activate_static_stub(test, ds_hw_exclusive_get,
+				   ds_test_exclusive_perf_cycle);
+	kunit_activate_static_stub(test, ds_hw_exclusive_put,
+				   ds_test_exclusive_none);
+	tracer = ds_test_keep(test, ds_request_bts_cpu(0, &cfg));
+	kunit_deactivate_static_stub(test, ds_hw_exclusive_get);
+	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
+	KUNIT_EXPECT_TRUE(test, ds_bts_fac->active);
+	ds_test_release(test, tracer);
+	kunit_deactivate_static_stub(test, ds_hw_exclusive_put);
 }
 
 static void ds_test_memlock_mm_gone(struct kunit *test)
@@ -3113,6 +3183,8 @@ static struct kunit_case ds_test_cases[] = {
 	KUNIT_CASE(ds_test_memlock_limit),
 	KUNIT_CASE(ds_test_memlock_failed_alloc),
 	KUNIT_CASE(ds_test_stage_nomem_falls_back),
+	KUNIT_CASE(ds_test_stage_after_perf_cycle),
+	KUNIT_CASE(ds_test_buffer_memcg),
 	KUNIT_CASE(ds_test_memlock_mm_gone),
 	KUNIT_CASE(ds_test_fork_not_inherited),
 	KUNIT_CASE(ds_test_release_on_exit),
@@ -3139,4 +3211,8 @@ static struct kunit_suite ds_test_suite = {
 	.test_cases	= ds_test_cases,
 };
 
-kunit_test_suites(&ds_test_suite);
+/*
+ * At boot only: run again from debugfs, the suite would stand in for the
+ * hardware under perf events that user space may open at any moment.
+ */
+kunit_test_init_section_suites(&ds_test_suite);

@@ -1073,6 +1073,171 @@ TEST_F(bts, memory_charge)
 	EXPECT_EQ(0, vmpin_settled_kb());
 }
 
+/*
+ * The memory cgroup the tracer runs in is charged for what its requests
+ * allocate: the buffer (vmalloc) and the small objects beside it (slab).
+ * Enough tracees that the slab charge stands out of the per-CPU batching
+ * of the cgroup's statistics (under a page per CPU). The statistics are
+ * flushed every two seconds at the latest: each reading waits for that.
+ */
+#define MEMCG_TRACEES			64
+#define MEMCG_MIN_SLAB_PER_TRACEE	256
+#define MEMCG_FLUSH_WAIT_US		(2500 * 1000)
+
+struct memcg {
+	char	mnt[32];	/* a private cgroup2 mount */
+	char	dir[64];	/* the test's cgroup, under it */
+	char	home[256];	/* where the process was, under it */
+	bool	mounted;
+	bool	enabled;	/* the test enabled +memory on the root */
+};
+
+static bool memcg_write(const char *dir, const char *file, const char *text)
+{
+	char path[128];
+	bool ok;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return false;
+	ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+	close(fd);
+	return ok;
+}
+
+static bool memcg_lists(const char *dir, const char *file, const char *word)
+{
+	char path[128], line[256], *tok, *save;
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (fgets(line, sizeof(line), f))
+		for (tok = strtok_r(line, " \n", &save); tok && !found;
+		     tok = strtok_r(NULL, " \n", &save))
+			found = !strcmp(tok, word);
+	fclose(f);
+	return found;
+}
+
+/* A memory.stat field of the test's cgroup, in bytes, or -1. */
+static long long memcg_stat(const struct memcg *mc, const char *key)
+{
+	char path[128], line[128], name[64];
+	long long val = -1, v;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/memory.stat", mc->dir);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%63s %lld", name, &v) == 2 &&
+		    !strcmp(name, key)) {
+			val = v;
+			break;
+		}
+	fclose(f);
+	return val;
+}
+
+static void memcg_leave(struct memcg *mc)
+{
+	char dir[sizeof(mc->mnt) + sizeof(mc->home)];
+
+	snprintf(dir, sizeof(dir), "%s%s", mc->mnt, mc->home);
+	memcg_write(dir, "cgroup.procs", "0");
+	rmdir(mc->dir);
+	if (mc->enabled)
+		memcg_write(mc->mnt, "cgroup.subtree_control", "-memory");
+	if (mc->mounted) {
+		umount(mc->mnt);
+		rmdir(mc->mnt);
+	}
+}
+
+/*
+ * Into a child cgroup of the root with the memory controller, through a
+ * private cgroup2 mount; false (nothing left behind) where there is none,
+ * or where cgroup v1 holds the memory controller.
+ */
+static bool memcg_enter(struct memcg *mc)
+{
+	char line[300];
+	FILE *f;
+
+	memset(mc, 0, sizeof(*mc));
+	f = fopen("/proc/self/cgroup", "r");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "0::", 3))
+			sscanf(line + 3, "%255s", mc->home);
+	fclose(f);
+	strcpy(mc->mnt, "/tmp/ptrace_bts_cg.XXXXXX");
+	if (!mc->home[0] || !mkdtemp(mc->mnt))
+		return false;
+	if (mount("none", mc->mnt, "cgroup2", 0, NULL)) {
+		rmdir(mc->mnt);
+		return false;
+	}
+	mc->mounted = true;
+	snprintf(mc->dir, sizeof(mc->dir), "%s/ptrace_bts", mc->mnt);
+	if (!memcg_lists(mc->mnt, "cgroup.subtree_control", "memory")) {
+		if (!memcg_write(mc->mnt, "cgroup.subtree_control", "+memory"))
+			goto leave;
+		mc->enabled = true;
+	}
+	if ((mkdir(mc->dir, 0755) && errno != EEXIST) ||
+	    !memcg_write(mc->dir, "cgroup.procs", "0"))
+		goto leave;
+	return true;
+
+leave:
+	memcg_leave(mc);
+	return false;
+}
+
+TEST_F(bts, memcg_charge)
+{
+	long long slab0, vmalloc0, slab1, vmalloc1;
+	pid_t pids[MEMCG_TRACEES];
+	struct memcg mc;
+	int i, err = 0;
+
+	if (!memcg_enter(&mc))
+		SKIP(return, "no cgroup2 memory controller (CONFIG_MEMCG)");
+	for (i = 0; i < MEMCG_TRACEES; i++)
+		pids[i] = spawn(_metadata, run_routine, (unsigned long)bts_jmp, 0);
+	usleep(MEMCG_FLUSH_WAIT_US);
+	slab0 = memcg_stat(&mc, "slab_unreclaimable");
+	vmalloc0 = memcg_stat(&mc, "vmalloc");
+	for (i = 0; i < MEMCG_TRACEES && !err; i++)
+		err = bts_config(_metadata, pids[i], 4096, BTS_TRACE_ALLOC, 0);
+	usleep(MEMCG_FLUSH_WAIT_US);
+	slab1 = memcg_stat(&mc, "slab_unreclaimable");
+	vmalloc1 = memcg_stat(&mc, "vmalloc");
+	for (i = 0; i < MEMCG_TRACEES; i++) {
+		kill(pids[i], SIGKILL);
+		waitpid(pids[i], NULL, __WALL);
+	}
+	memcg_leave(&mc);
+	ASSERT_EQ(0, err);
+	ASSERT_LE(0, slab0);
+	ASSERT_LE(0, vmalloc0);
+	EXPECT_LE(MEMCG_TRACEES * 4096LL, vmalloc1 - vmalloc0);
+	EXPECT_LE(MEMCG_TRACEES * MEMCG_MIN_SLAB_PER_TRACEE,
+		  slab1 - slab0) {
+		TH_LOG("slab charge %lld bytes for %d tracers", slab1 - slab0,
+		       MEMCG_TRACEES);
+	}
+}
+
 /* ---- Backends ---- */
 
 /* The emulated backend is built in, and on (ds.emulation). */
