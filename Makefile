@@ -123,6 +123,7 @@ check: series
 		$(filter-out %/0000-cover-letter.patch,$(wildcard $(OUTGOING)/*.patch)) && \
 		echo "check: checkpatch --strict clean"
 	@$(TOP)/mk/ds-owner-check.sh $(SRC)
+	@$(TOP)/mk/kdoc-check.sh $(SRC) $(TOP)/patches
 	@$(TOP)/mk/builds.sh $(SRC) $(BUILD)
 	@$(TOP)/mk/apt-check.sh
 	@python3 $(TOP)/mk/report_test.py $(SRC)
@@ -236,6 +237,7 @@ soak:
 test-checks: tree
 	@python3 $(TOP)/mk/report_test.py $(SRC)
 	@$(TOP)/mk/ds-owner-check.sh $(SRC)
+	@$(TOP)/mk/kdoc-check.sh $(SRC) $(TOP)/patches
 
 # A run's initramfs (mk/test.py): only the kselftests RUN_PROGS names;
 # SAMPLE=1 adds the Debug Store sample, the test kernel's module, and its

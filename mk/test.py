@@ -202,7 +202,7 @@ def make_jobs(runs, only):
     add(Job("deps", MAKE0 + ["deps"], prio=0))
     add(Job("tree", MAKE0 + ["tree"], ["deps"], prio=0, phase="base, tree"))
     add(Job("checks", MAKE + ["test-checks"], ["tree"], prio=60,
-            phase="report-test, ds-owner-check"))
+            phase="report-test, ds-owner-check, kdoc-check"))
     # Builds, in the order they are wanted: the test kernel serves nine
     # runs, QEMU six of them and more; the selftests every run.
     order = ["kernel", "selftests", "qemu", "stress-kernel", "i386-kernel",

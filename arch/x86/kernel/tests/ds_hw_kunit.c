@@ -435,7 +435,8 @@ static int ds_hw_traced_cpu(struct kunit *test)
 /*
  * The status bits a case asks about. DS_STATUS_DROPPED is left out, and
  * said: a kernel-mode trace records NMI entry before the handler stops
- * BTS, and on the model a staging buffer has filled before its PMI. What a
+ * BTS, and a CPU that delivers its PMI late (or an emulator) may fill a
+ * staging buffer before the PMI is handled. What a
  * full buffer drops is not the loop's (ds_hw_scan() finds every record of
  * it); the bit itself is the simulator suite's to check.
  */

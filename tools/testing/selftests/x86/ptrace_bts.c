@@ -1092,69 +1092,15 @@ struct memcg {
 	bool	enabled;	/* the test enabled +memory on the root */
 };
 
-static bool memcg_write(const char *dir, const char *file, const char *text)
-{
-	char path[128];
-	bool ok;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return false;
-	ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
-	close(fd);
-	return ok;
-}
-
-static bool memcg_lists(const char *dir, const char *file, const char *word)
-{
-	char path[128], line[256], *tok, *save;
-	bool found = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	f = fopen(path, "r");
-	if (!f)
-		return false;
-	if (fgets(line, sizeof(line), f))
-		for (tok = strtok_r(line, " \n", &save); tok && !found;
-		     tok = strtok_r(NULL, " \n", &save))
-			found = !strcmp(tok, word);
-	fclose(f);
-	return found;
-}
-
-/* A memory.stat field of the test's cgroup, in bytes, or -1. */
-static long long memcg_stat(const struct memcg *mc, const char *key)
-{
-	char path[128], line[128], name[64];
-	long long val = -1, v;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/memory.stat", mc->dir);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%63s %lld", name, &v) == 2 &&
-		    !strcmp(name, key)) {
-			val = v;
-			break;
-		}
-	fclose(f);
-	return val;
-}
-
 static void memcg_leave(struct memcg *mc)
 {
 	char dir[sizeof(mc->mnt) + sizeof(mc->home)];
 
 	snprintf(dir, sizeof(dir), "%s%s", mc->mnt, mc->home);
-	memcg_write(dir, "cgroup.procs", "0");
+	cgroup_write(dir, "cgroup.procs", "0");
 	rmdir(mc->dir);
 	if (mc->enabled)
-		memcg_write(mc->mnt, "cgroup.subtree_control", "-memory");
+		cgroup_write(mc->mnt, "cgroup.subtree_control", "-memory");
 	if (mc->mounted) {
 		umount(mc->mnt);
 		rmdir(mc->mnt);
@@ -1163,44 +1109,60 @@ static void memcg_leave(struct memcg *mc)
 
 /*
  * Into a child cgroup of the root with the memory controller, through a
- * private cgroup2 mount; false (nothing left behind) where there is none,
- * or where cgroup v1 holds the memory controller.
+ * private cgroup2 mount. Returns NULL, or why not (nothing left behind):
+ * no cgroup2, or cgroup v1 holding the memory controller.
  */
-static bool memcg_enter(struct memcg *mc)
+static const char *memcg_enter(struct memcg *mc)
 {
+	const char *why = NULL;
 	char line[300];
+	int err;
 	FILE *f;
 
 	memset(mc, 0, sizeof(*mc));
-	f = fopen("/proc/self/cgroup", "r");
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "0::", 3))
-			sscanf(line + 3, "%255s", mc->home);
-	fclose(f);
 	strcpy(mc->mnt, "/tmp/ptrace_bts_cg.XXXXXX");
-	if (!mc->home[0] || !mkdtemp(mc->mnt))
-		return false;
+	if (!mkdtemp(mc->mnt))
+		return "mkdtemp";
 	if (mount("none", mc->mnt, "cgroup2", 0, NULL)) {
 		rmdir(mc->mnt);
-		return false;
+		return "no cgroup2 (CONFIG_CGROUPS)";
 	}
 	mc->mounted = true;
+	/* Listed only once cgroup2 has been mounted somewhere. */
+	f = fopen("/proc/self/cgroup", "r");
+	if (f) {
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "0::", 3))
+				sscanf(line + 3, "%255s", mc->home);
+		fclose(f);
+	}
+	if (!mc->home[0]) {
+		why = "not in the cgroup2 hierarchy";
+		goto leave;
+	}
 	snprintf(mc->dir, sizeof(mc->dir), "%s/ptrace_bts", mc->mnt);
-	if (!memcg_lists(mc->mnt, "cgroup.subtree_control", "memory")) {
-		if (!memcg_write(mc->mnt, "cgroup.subtree_control", "+memory"))
+	if (!cgroup_lists(mc->mnt, "cgroup.subtree_control", "memory")) {
+		if (cgroup_write(mc->mnt, "cgroup.subtree_control", "+memory")) {
+			why = "no memory controller for cgroup2 (CONFIG_MEMCG)";
 			goto leave;
+		}
 		mc->enabled = true;
 	}
-	if ((mkdir(mc->dir, 0755) && errno != EEXIST) ||
-	    !memcg_write(mc->dir, "cgroup.procs", "0"))
+	if (mkdir(mc->dir, 0755) && errno != EEXIST) {
+		why = "mkdir";
 		goto leave;
-	return true;
+	}
+	if (cgroup_write(mc->dir, "cgroup.procs", "0")) {
+		why = "cgroup.procs";
+		goto leave;
+	}
+	return NULL;
 
 leave:
+	err = errno;
 	memcg_leave(mc);
-	return false;
+	errno = err;
+	return why;
 }
 
 TEST_F(bts, memcg_charge)
@@ -1208,20 +1170,22 @@ TEST_F(bts, memcg_charge)
 	long long slab0, vmalloc0, slab1, vmalloc1;
 	pid_t pids[MEMCG_TRACEES];
 	struct memcg mc;
+	const char *why;
 	int i, err = 0;
 
-	if (!memcg_enter(&mc))
-		SKIP(return, "no cgroup2 memory controller (CONFIG_MEMCG)");
+	why = memcg_enter(&mc);
+	if (why)
+		SKIP(return, "%s: %s", why, strerror(errno));
 	for (i = 0; i < MEMCG_TRACEES; i++)
 		pids[i] = spawn(_metadata, run_routine, (unsigned long)bts_jmp, 0);
 	usleep(MEMCG_FLUSH_WAIT_US);
-	slab0 = memcg_stat(&mc, "slab_unreclaimable");
-	vmalloc0 = memcg_stat(&mc, "vmalloc");
+	slab0 = cgroup_read(mc.dir, "memory.stat", "slab_unreclaimable");
+	vmalloc0 = cgroup_read(mc.dir, "memory.stat", "vmalloc");
 	for (i = 0; i < MEMCG_TRACEES && !err; i++)
 		err = bts_config(_metadata, pids[i], 4096, BTS_TRACE_ALLOC, 0);
 	usleep(MEMCG_FLUSH_WAIT_US);
-	slab1 = memcg_stat(&mc, "slab_unreclaimable");
-	vmalloc1 = memcg_stat(&mc, "vmalloc");
+	slab1 = cgroup_read(mc.dir, "memory.stat", "slab_unreclaimable");
+	vmalloc1 = cgroup_read(mc.dir, "memory.stat", "vmalloc");
 	for (i = 0; i < MEMCG_TRACEES; i++) {
 		kill(pids[i], SIGKILL);
 		waitpid(pids[i], NULL, __WALL);

@@ -1336,60 +1336,9 @@ struct ho_memcg {
 	int	ans[HO_MEMCG_TRACERS];		/* read ends */
 };
 
-/* @key's value in @file of cgroup @dir, or its only number; -1 unread. */
-static long ho_memcg_read(const char *dir, const char *file, const char *key)
-{
-	char path[2 * HO_MEMCG_PATH], name[64];
-	long val = -1, v;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (!key) {
-		if (fscanf(f, "%ld", &v) == 1)
-			val = v;
-	} else {
-		while (fscanf(f, "%63s %ld", name, &v) == 2) {
-			if (!strcmp(name, key)) {
-				val = v;
-				break;
-			}
-		}
-	}
-	fclose(f);
-	return val;
-}
-
 static long ho_memcg_current(const char *dir)
 {
-	return ho_memcg_read(dir, "memory.current", NULL);
-}
-
-static int ho_memcg_write(const char *dir, const char *file, const char *val)
-{
-	char path[2 * HO_MEMCG_PATH];
-
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	return ho_write(path, val);
-}
-
-/* Does @file of cgroup @dir list the controller @word? */
-static bool ho_memcg_lists(const char *dir, const char *file, const char *word)
-{
-	char path[2 * HO_MEMCG_PATH], tok[64];
-	bool found = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	f = fopen(path, "r");
-	if (!f)
-		return false;
-	while (!found && fscanf(f, "%63s", tok) == 1)
-		found = !strcmp(tok, word);
-	fclose(f);
-	return found;
+	return cgroup_read(dir, "memory.current", NULL);
 }
 
 /* Where cgroup2 is mounted already, if it is. */
@@ -1453,10 +1402,10 @@ static int ho_memcg_setup(struct ho_memcg *mc)
 
 	if (err)
 		return err;
-	if (!ho_memcg_lists(mc->mnt, "cgroup.controllers", "memory"))
+	if (!cgroup_lists(mc->mnt, "cgroup.controllers", "memory"))
 		return HO_MEMCG_NO_MEMCG;
-	if (!ho_memcg_lists(mc->mnt, "cgroup.subtree_control", "memory")) {
-		if (ho_memcg_write(mc->mnt, "cgroup.subtree_control", "+memory"))
+	if (!cgroup_lists(mc->mnt, "cgroup.subtree_control", "memory")) {
+		if (cgroup_write(mc->mnt, "cgroup.subtree_control", "+memory"))
 			return -1;
 		mc->enabled = true;
 	}
@@ -1467,7 +1416,7 @@ static int ho_memcg_setup(struct ho_memcg *mc)
 		return -1;
 	}
 	/* Both children get memory.* files: no process lives in top. */
-	if (ho_memcg_write(mc->top, "cgroup.subtree_control", "+memory"))
+	if (cgroup_write(mc->top, "cgroup.subtree_control", "+memory"))
 		return -1;
 	snprintf(mc->tracers, sizeof(mc->tracers), "%s/tracers", mc->top);
 	if (mkdir(mc->tracers, 0755)) {
@@ -1492,7 +1441,7 @@ static void ho_memcg_cleanup(struct ho_memcg *mc)
 	if (mc->top[0])
 		rmdir(mc->top);
 	if (mc->enabled)
-		ho_memcg_write(mc->mnt, "cgroup.subtree_control", "-memory");
+		cgroup_write(mc->mnt, "cgroup.subtree_control", "-memory");
 	if (mc->mounted) {
 		umount2(mc->mnt, MNT_DETACH);
 		rmdir(mc->mnt);
@@ -1502,7 +1451,7 @@ static void ho_memcg_cleanup(struct ho_memcg *mc)
 /* Move the calling process into cgroup @dir. */
 static int ho_memcg_join(const char *dir)
 {
-	return ho_memcg_write(dir, "cgroup.procs", "0");
+	return cgroup_write(dir, "cgroup.procs", "0");
 }
 
 /* In the tracer: a tracee of its own in the sibling cgroup, stopped. */
@@ -1655,11 +1604,11 @@ static int ho_memcg_charge(struct ho_memcg *mc, int i, long *charged,
 			   long *vmalloc)
 {
 	long cur = ho_memcg_current(mc->tracers);
-	long vm = ho_memcg_read(mc->tracers, "memory.stat", "vmalloc");
+	long vm = cgroup_read(mc->tracers, "memory.stat", "vmalloc");
 	int err = ho_memcg_ask(mc, i, HO_MEMCG_ALLOC);
 
 	*charged = ho_memcg_current(mc->tracers) - cur;
-	*vmalloc = ho_memcg_read(mc->tracers, "memory.stat", "vmalloc") - vm;
+	*vmalloc = cgroup_read(mc->tracers, "memory.stat", "vmalloc") - vm;
 	ksft_print_msg("memcg: tracer %d: %s, memory.current %+ld KiB, vmalloc %+ld KiB\n",
 		       i, err ? strerror(err) : "granted", *charged >> 10,
 		       *vmalloc >> 10);
@@ -1698,9 +1647,9 @@ static void ho_memcg_fill(struct __test_metadata *_metadata,
 		}
 	}
 	peer = ho_memcg_current(mc->tracees) - peer;
-	max = ho_memcg_read(mc->tracers, "memory.events", "max");
-	oom = ho_memcg_read(mc->tracers, "memory.events", "oom");
-	kills = ho_memcg_read(mc->tracers, "memory.events", "oom_kill");
+	max = cgroup_read(mc->tracers, "memory.events", "max");
+	oom = cgroup_read(mc->tracers, "memory.events", "oom");
+	kills = cgroup_read(mc->tracers, "memory.events", "oom_kill");
 	ksft_print_msg("memcg: the tracees' cgroup %+ld KiB; max %ld, oom %ld, oom_kill %ld\n",
 		       peer >> 10, max, oom, kills);
 	EXPECT_GE(mc->tol, labs(peer)) {
@@ -1756,8 +1705,8 @@ static void ho_memcg_end(struct __test_metadata *_metadata,
 	ksft_print_msg("memcg: all exited: memory.current %ld KiB, baseline %ld KiB\n",
 		       cur >> 10, base >> 10);
 	EXPECT_GE(base + mc->tol, cur);
-	EXPECT_EQ(0, ho_memcg_read(mc->tracers, "memory.events", "oom_kill"));
-	EXPECT_EQ(0, ho_memcg_read(mc->tracees, "memory.events", "oom_kill"));
+	EXPECT_EQ(0, cgroup_read(mc->tracers, "memory.events", "oom_kill"));
+	EXPECT_EQ(0, cgroup_read(mc->tracees, "memory.events", "oom_kill"));
 }
 
 /* ---- kmemleak ---- */
@@ -1889,7 +1838,7 @@ TEST_F_TIMEOUT(hostile, memcg, 120)
 	if (!err) {
 		snprintf(max, sizeof(max), "%ld", base + HO_MEMCG_BUF / 2 +
 			 HO_MEMCG_GRANTED * HO_MEMCG_BUF);
-		err = ho_memcg_write(mc.tracers, "memory.max", max);
+		err = cgroup_write(mc.tracers, "memory.max", max);
 	}
 	EXPECT_EQ(0, err) {
 		TH_LOG("tracer %d: step %d, memory.max %s: %m", i - 1, err, max);

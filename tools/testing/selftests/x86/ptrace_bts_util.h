@@ -8,6 +8,7 @@
 #ifndef PTRACE_BTS_UTIL_H
 #define PTRACE_BTS_UTIL_H
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,6 +211,68 @@ static inline const char *backend_name(int backend)
 	default:
 		return "unknown";
 	}
+}
+
+/* Write @val to @file of cgroup @dir: 0, or -1 with errno set. */
+static inline int cgroup_write(const char *dir, const char *file,
+			       const char *val)
+{
+	char path[512];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return -1;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n == (ssize_t)strlen(val) ? 0 : -1;
+}
+
+/* @key's value in @file of cgroup @dir, or its only number; -1 unread. */
+static inline long cgroup_read(const char *dir, const char *file,
+			       const char *key)
+{
+	char path[512], name[64];
+	long val = -1, v;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (!key) {
+		if (fscanf(f, "%ld", &v) == 1)
+			val = v;
+	} else {
+		while (fscanf(f, "%63s %ld", name, &v) == 2) {
+			if (!strcmp(name, key)) {
+				val = v;
+				break;
+			}
+		}
+	}
+	fclose(f);
+	return val;
+}
+
+/* Does @file of cgroup @dir list the word @word (a controller)? */
+static inline bool cgroup_lists(const char *dir, const char *file,
+				const char *word)
+{
+	char path[512], tok[64];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	while (!found && fscanf(f, "%63s", tok) == 1)
+		found = !strcmp(tok, word);
+	fclose(f);
+	return found;
 }
 
 #endif /* PTRACE_BTS_UTIL_H */
