@@ -2503,13 +2503,11 @@ struct task_struct *ds_tracer_task(struct ds_tracer *tracer)
 	raw_spin_unlock_irqrestore(&tracer->lock, flags);
 	return task;
 }
-EXPORT_SYMBOL_GPL(ds_tracer_task);
 
 unsigned int ds_tracer_flags(const struct ds_tracer *tracer)
 {
 	return IS_ERR_OR_NULL(tracer) ? 0 : tracer->flags;
 }
-EXPORT_SYMBOL_GPL(ds_tracer_flags);
 
 /* --- task lifecycle --- */
 
@@ -2652,7 +2650,6 @@ int ds_perf_reserve(enum ds_kind kind)
 	cancel_delayed_work(&fac->linger_work);
 	return 0;
 }
-EXPORT_SYMBOL_GPL(ds_perf_reserve);
 
 bool ds_perf_holds(enum ds_kind kind)
 {
@@ -2666,7 +2663,6 @@ bool ds_perf_holds(enum ds_kind kind)
 	spin_unlock(&ds_perf_lock);
 	return held;
 }
-EXPORT_SYMBOL_GPL(ds_perf_holds);
 
 void ds_perf_release(enum ds_kind kind)
 {
@@ -2679,7 +2675,6 @@ void ds_perf_release(enum ds_kind kind)
 	fac->perf_held = false;
 	spin_unlock(&ds_perf_lock);
 }
-EXPORT_SYMBOL_GPL(ds_perf_release);
 
 /* --- the emulated backend --- */
 
@@ -2699,7 +2694,6 @@ int ds_register_backend(const struct ds_backend *backend)
 	mutex_unlock(&ds_mutex);
 	return err;
 }
-EXPORT_SYMBOL_GPL(ds_register_backend);
 
 int ds_unregister_backend(const struct ds_backend *backend)
 {
@@ -2715,7 +2709,6 @@ int ds_unregister_backend(const struct ds_backend *backend)
 	mutex_unlock(&ds_mutex);
 	return err;
 }
-EXPORT_SYMBOL_GPL(ds_unregister_backend);
 
 static int ds_emulated_store(struct ds_tracer *tracer, u64 from, u64 to)
 {
@@ -2750,7 +2743,6 @@ int ds_emulated_write_bts(struct task_struct *task, u64 from, u64 to)
 	local_irq_restore(flags);
 	return err;
 }
-EXPORT_SYMBOL_GPL(ds_emulated_write_bts);
 
 bool ds_emulated_recording(struct task_struct *task)
 {
@@ -2769,7 +2761,6 @@ bool ds_emulated_recording(struct task_struct *task)
 	local_irq_restore(flags);
 	return ret;
 }
-EXPORT_SYMBOL_GPL(ds_emulated_recording);
 
 /* --- initialisation --- */
 
@@ -2904,7 +2895,6 @@ struct debug_store *ds_perf_area(int cpu)
 {
 	return &get_cpu_entry_area(cpu)->cpu_debug_store;
 }
-EXPORT_SYMBOL_GPL(ds_perf_area);
 
 void *ds_perf_map_buffer(int cpu, enum ds_kind kind, void *buf, size_t size)
 {
@@ -2924,7 +2914,6 @@ void *ds_perf_map_buffer(int cpu, enum ds_kind kind, void *buf, size_t size)
 	static_call(ds_hw_map)(cea, buf, size);
 	return cea;
 }
-EXPORT_SYMBOL_GPL(ds_perf_map_buffer);
 
 void ds_perf_unmap_buffer(int cpu, enum ds_kind kind, size_t size)
 {
@@ -2937,7 +2926,6 @@ void ds_perf_unmap_buffer(int cpu, enum ds_kind kind, size_t size)
 	static_call(ds_hw_unmap)(cea, size);
 	static_call(ds_hw_flush)((unsigned long)cea, (unsigned long)cea + size);
 }
-EXPORT_SYMBOL_GPL(ds_perf_unmap_buffer);
 
 void ds_perf_install(int cpu)
 {
@@ -2945,19 +2933,16 @@ void ds_perf_install(int cpu)
 		return;
 	smp_call_function_single(cpu, ds_perf_load_area, NULL, 1);
 }
-EXPORT_SYMBOL_GPL(ds_perf_install);
 
 void ds_perf_uninstall(int cpu)
 {
 	smp_call_function_single(cpu, ds_perf_unload_area, NULL, 1);
 }
-EXPORT_SYMBOL_GPL(ds_perf_uninstall);
 
 void ds_perf_restore(struct debug_store *area)
 {
 	ds_perf_reload_area(area);
 }
-EXPORT_SYMBOL_GPL(ds_perf_restore);
 
 /*
  * From perf's PMU enable and disable paths, so also from NMI: fine, since
@@ -2978,7 +2963,6 @@ void ds_perf_bts_enable(bool user, bool kernel, bool interrupt)
 		bits |= DEBUGCTLMSR_BTS_OFF_USR;
 	static_call(ds_hw_write_debugctl)(static_call(ds_hw_read_debugctl)() | bits);
 }
-EXPORT_SYMBOL_GPL(ds_perf_bts_enable);
 
 void ds_perf_bts_disable(void)
 {
@@ -2986,7 +2970,6 @@ void ds_perf_bts_disable(void)
 
 	static_call(ds_hw_write_debugctl)(ctl & ~DS_DEBUGCTL_MASK);
 }
-EXPORT_SYMBOL_GPL(ds_perf_bts_disable);
 
 /*
  * The real MSRs, whoever set them, on a CPU that never returns to perf or
