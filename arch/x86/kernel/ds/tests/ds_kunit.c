@@ -2,9 +2,9 @@
 /*
  * KUnit suite for the Debug Store allocator.
  *
- * Included at the end of ds.c (CONFIG_X86_DS_KUNIT_TEST), so that it can
- * replace the hardware operations and look at the allocator's state. No VM
- * has BTS, so every test runs against a simulated CPU: it stores records
+ * It replaces the hardware operations and looks at the allocator's state
+ * through ../internal.h. No VM has BTS, so every test runs against a
+ * simulated CPU: it stores records
  * into the staging buffer through the DS save area and advances the index
  * as the hardware does, and it raises the threshold PMI by calling the NMI
  * handler. It stands in for the hardware system-wide while a case runs:
@@ -13,11 +13,28 @@
  * another client drives the Debug Store.
  */
 
+#include <kunit/static_stub.h>
 #include <kunit/test.h>
 #include <linux/completion.h>
+#include <linux/cpu.h>
 #include <linux/cred.h>
 #include <linux/delay.h>
 #include <linux/kthread.h>
+#include <linux/mm.h>
+#include <linux/reboot.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/task.h>
+#include <linux/slab.h>
+#include <linux/syscore_ops.h>
+#include <linux/vmalloc.h>
+
+#include <asm/cpu_entry_area.h>
+#include <asm/debugreg.h>
+#include <asm/io.h>
+#include <asm/msr.h>
+#include <asm/nmi.h>
+
+#include "../internal.h"
 
 /* DEBUGCTL bits of other owners, which must survive. */
 #define DS_SIM_OTHER_BITS	(DEBUGCTLMSR_LBR | DEBUGCTLMSR_BTF |	\

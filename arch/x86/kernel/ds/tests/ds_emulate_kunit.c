@@ -2,8 +2,8 @@
 /*
  * KUnit suite for the emulated Branch Trace Store.
  *
- * Included at the end of ds_emulate.c (CONFIG_X86_DS_EMULATE_KUNIT_TEST) to
- * reach its static classifier and decode cache: the classifier cases decode
+ * It reaches the classifier and the decode cache through ../emulate.h:
+ * the classifier cases decode
  * a byte sequence in 32-bit or 64-bit mode and check the kind, the length
  * and the taken decision for given flags and count register; the condition
  * codes are checked against the SDM's definitions; the cache is looked up
@@ -13,8 +13,20 @@
  */
 
 #include <kunit/test.h>
+#include <linux/mm.h>
 #include <linux/mman.h>
 #include <linux/perf_regs.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include <asm/debugreg.h>
+#include <asm/ds_emulate.h>
+#include <asm/insn.h>
+#include <asm/ptrace.h>
+
+#include "../emulate.h"
+#include "../internal.h"
 
 /* Flags with no condition bit set, and each bit on its own. */
 #define DS_EMU_TEST_NONE	X86_EFLAGS_FIXED

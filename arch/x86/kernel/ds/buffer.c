@@ -1,0 +1,527 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Debug Store allocator: the trace buffer, its overflow policy, locked
+ * memory accounting, and reading.
+ *
+ * The trace buffer does the overflow policy: wrap-around (oldest records are
+ * overwritten and counted lost) or notification (at a threshold the client's
+ * callback runs from irq_work and recording pauses until it clears or
+ * resumes). The staging buffer never wraps: BTINT is always set and its
+ * threshold leaves a margin, so a PMI collects it before it fills.
+ */
+
+#define pr_fmt(fmt) "ds: " fmt
+
+#include <linux/bitfield.h>
+#include <linux/capability.h>
+#include <linux/cred.h>
+#include <linux/cpu.h>
+#include <linux/cpuhotplug.h>
+#include <linux/gfp.h>
+#include <linux/irq_work.h>
+#include <linux/mm.h>
+#include <linux/moduleparam.h>
+#include <linux/mutex.h>
+#include <linux/percpu.h>
+#include <linux/rcupdate.h>
+#include <linux/reboot.h>
+#include <linux/sched.h>
+#include <linux/sched/coredump.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/task.h>
+#include <linux/slab.h>
+#include <linux/smp.h>
+#include <linux/spinlock.h>
+#include <linux/static_call.h>
+#include <linux/syscore_ops.h>
+#include <linux/timekeeping.h>
+#include <linux/vmalloc.h>
+
+#include <kunit/static_stub.h>
+
+#include <asm/apic.h>
+#include <asm/cpu_entry_area.h>
+#include <asm/debugreg.h>
+#include <asm/ds.h>
+#include <asm/intel_ds.h>
+#include <asm/local.h>
+#include <asm/msr.h>
+#include <asm/nmi.h>
+#include <asm/perf_event.h>
+#include <asm/tlbflush.h>
+
+#include "internal.h"
+
+/* --- the trace buffer --- */
+
+/*
+ * Notify when the count crosses the threshold, not while it stays above:
+ * a client that resumes without draining fills the rest of the buffer.
+ */
+static void ds_buf_check_threshold(struct ds_tracer *tracer, size_t before)
+{
+	lockdep_assert_held(&tracer->lock);
+
+	if (tracer->overflow != DS_OVERFLOW_NOTIFY || tracer->paused ||
+	    before >= tracer->threshold || tracer->count < tracer->threshold)
+		return;
+	WRITE_ONCE(tracer->paused, true);
+	irq_work_queue(&tracer->notify_work);
+}
+
+void ds_buf_append(struct ds_tracer *tracer, const void *src, size_t n)
+{
+	size_t before = tracer->count;
+
+	lockdep_assert_held(&tracer->lock);
+
+	for (; n; n--, src += tracer->rec_size) {
+		if (tracer->count == tracer->capacity &&
+		    tracer->overflow == DS_OVERFLOW_NOTIFY) {
+			/* Keep what the client has not seen: drop the rest. */
+			tracer->lost += n;
+			break;
+		}
+		if (tracer->count < tracer->capacity)
+			tracer->count++;
+		else
+			tracer->lost++;
+		memcpy(tracer->buf + tracer->head * tracer->rec_size, src,
+		       tracer->rec_size);
+		if (++tracer->head == tracer->capacity)
+			tracer->head = 0;
+	}
+	ds_buf_check_threshold(tracer, before);
+}
+
+/*
+ * BTS_OFF_OS drops the branches the CPU takes in kernel mode, but a branch
+ * into the kernel (a system call, an interrupt) is taken in user mode: drop
+ * the records with a kernel end point, as perf does.
+ */
+void ds_buf_append_user(struct ds_tracer *tracer,
+			const struct ds_bts_record *rec, size_t n)
+{
+	lockdep_assert_held(&tracer->lock);
+
+	for (; n; n--, rec++)
+		if (ds_bts_user_branch(rec->from, rec->to))
+			ds_buf_append(tracer, rec, 1);
+}
+
+void ds_buf_reset(struct ds_tracer *tracer)
+{
+	lockdep_assert_held(&tracer->lock);
+
+	tracer->head = 0;
+	tracer->count = 0;
+	tracer->lost = 0;
+	WRITE_ONCE(tracer->dropped, false);
+	WRITE_ONCE(tracer->paused, false);
+}
+
+/*
+ * Queued when the count crossed the threshold; ds_update() may have changed
+ * the mode since. Take the function and its cookie as one pair, and only
+ * while the pause they announce still holds.
+ */
+void ds_notify_work(struct irq_work *work)
+{
+	struct ds_tracer *tracer = container_of(work, struct ds_tracer,
+						notify_work);
+	ds_notify_fn notify = NULL;
+	unsigned long flags;
+	void *cookie = NULL;
+
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	if (tracer->overflow == DS_OVERFLOW_NOTIFY && tracer->paused) {
+		notify = tracer->notify;
+		cookie = tracer->cookie;
+	}
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	if (notify)
+		notify(tracer, cookie);
+}
+
+/*
+ * Redirected by the KUnit suite to fail allocations on purpose. The memory
+ * cgroup of the requester pays for the pages of a task's tracer (@gfp, see
+ * ds_gfp()). The size is the requester's
+ * choice: a failure is its -ENOMEM, not a warning on the console, and a
+ * full memory cgroup refuses it rather than call its OOM killer.
+ */
+VISIBLE_IF_KUNIT void *ds_buffer_alloc(size_t size, gfp_t gfp)
+{
+	KUNIT_STATIC_STUB_REDIRECT(ds_buffer_alloc, size, gfp);
+	return __vmalloc(size, gfp | __GFP_ZERO | __GFP_NOWARN |
+			 __GFP_RETRY_MAYFAIL);
+}
+
+/*
+ * Charge the user, as perf, io_uring and BPF do: a budget per mm would be
+ * new with every fork and exec of the requester. CAP_IPC_LOCK lifts the
+ * limit, not the count.
+ */
+static int ds_user_charge(struct user_struct *user, unsigned long pages)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	unsigned long cur = atomic_long_read(&user->locked_vm);
+	bool unlimited = false;
+
+	do {
+		/* Asked only when it matters: the LSM logs a denial. */
+		if ((pages > limit || cur > limit - pages) && !unlimited) {
+			if (!capable(CAP_IPC_LOCK))
+				return -ENOMEM;
+			unlimited = true;
+		}
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur,
+					  cur + pages));
+	return 0;
+}
+
+static int ds_account_mem(struct ds_tracer *tracer, size_t bytes)
+{
+	struct mm_struct *mm = current->mm;
+	unsigned long pages = PFN_UP(bytes);
+	struct user_struct *user;
+	int err;
+
+	/* Kernel threads have no locked-memory limit to charge. */
+	if (!mm)
+		return 0;
+	user = current_user();
+	err = ds_user_charge(user, pages);
+	if (err)
+		return err;
+	tracer->user = get_uid(user);
+	/* The refund must find this mm even after the requester exits. */
+	mmgrab(mm);
+	tracer->mm = mm;
+	tracer->charged = pages;
+	/* Shown as VmPin, as io_uring does: mlock() counts VmLck alone. */
+	atomic64_add(pages, &mm->pinned_vm);
+	return 0;
+}
+
+static void ds_unaccount_mem(struct ds_tracer *tracer)
+{
+	if (!tracer->user)
+		return;
+	atomic64_sub(tracer->charged, &tracer->mm->pinned_vm);
+	mmdrop(tracer->mm);
+	tracer->mm = NULL;
+	atomic_long_sub(tracer->charged, &tracer->user->locked_vm);
+	free_uid(tracer->user);
+	tracer->user = NULL;
+}
+
+int ds_buf_alloc(struct ds_tracer *tracer, const struct ds_config *cfg,
+		 bool charge)
+{
+	size_t bytes = tracer->capacity * tracer->rec_size;
+	int err;
+
+	if (cfg->buffer) {
+		tracer->buf = cfg->buffer;
+		return 0;
+	}
+	if (charge) {
+		err = ds_account_mem(tracer, bytes);
+		if (err)
+			return err;
+	}
+	tracer->buf = ds_buffer_alloc(bytes, ds_gfp(charge));
+	if (!tracer->buf) {
+		ds_unaccount_mem(tracer);
+		return -ENOMEM;
+	}
+	tracer->own_buf = true;
+	return 0;
+}
+
+static void ds_tracer_free_rcu(struct rcu_head *head)
+{
+	struct ds_tracer *tracer = container_of(head, struct ds_tracer, rcu);
+
+	if (tracer->own_buf)
+		vfree(tracer->buf);
+	kfree(tracer);
+}
+
+/*
+ * A context switch or the emulated backend that found the tracer published
+ * before its detach may still look at it, with interrupts disabled: free
+ * it after they are done.
+ */
+void ds_tracer_free(struct ds_tracer *tracer)
+{
+	ds_unaccount_mem(tracer);
+	call_rcu(&tracer->rcu, ds_tracer_free_rcu);
+}
+
+/* Enter the new overflow mode; a full buffer in notify mode pauses now. */
+void ds_buf_set_overflow(struct ds_tracer *tracer,
+			 const struct ds_config *cfg)
+{
+	lockdep_assert_held(&tracer->lock);
+
+	tracer->overflow = cfg->overflow;
+	tracer->notify = cfg->notify;
+	tracer->cookie = cfg->cookie;
+	if (cfg->overflow != DS_OVERFLOW_NOTIFY) {
+		tracer->threshold = 0;
+		WRITE_ONCE(tracer->paused, false);
+		return;
+	}
+	tracer->threshold = cfg->threshold ?: tracer->capacity;
+	if (tracer->count >= tracer->threshold && !tracer->paused) {
+		WRITE_ONCE(tracer->paused, true);
+		irq_work_queue(&tracer->notify_work);
+	}
+}
+static unsigned int ds_status(const struct ds_tracer *tracer)
+{
+	unsigned int status = 0;
+
+	if (READ_ONCE(tracer->suspended))
+		status |= DS_STATUS_SUSPENDED;
+	if (READ_ONCE(tracer->paused))
+		status |= DS_STATUS_PAUSED;
+	if (!READ_ONCE(tracer->attached))
+		status |= DS_STATUS_DETACHED;
+	if (READ_ONCE(tracer->dropped))
+		status |= DS_STATUS_DROPPED;
+	return status;
+}
+
+/* A snapshot; under the tracer's lock, its counts agree with each other. */
+static void ds_geometry_fill(struct ds_tracer *tracer,
+			     struct ds_geometry *geom)
+{
+	unsigned long flags;
+
+	geom->backend = tracer->backend == &ds_hw_backend ?
+			DS_BACKEND_HARDWARE : DS_BACKEND_EMULATED;
+	geom->record_size = tracer->rec_size;
+	geom->capacity = tracer->capacity;
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	geom->threshold = tracer->threshold;
+	geom->count = tracer->count;
+	geom->index = tracer->head;
+	geom->lost = tracer->lost;
+	geom->status = ds_status(tracer);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+}
+
+/* Is @task off its CPU, its last switch out, and so its collection, done? */
+static bool ds_task_off_cpu(struct task_struct *task)
+{
+#ifdef CONFIG_SMP
+	/* Pairs with the release in finish_task(), after switch_to(). */
+	return !smp_load_acquire(&task->on_cpu);
+#else
+	return task != current;
+#endif
+}
+
+/* Moves at every switch out of @task, before that switch collects. */
+static unsigned long ds_task_switches(struct task_struct *task)
+{
+	return READ_ONCE(task->nvcsw) + READ_ONCE(task->nivcsw);
+}
+
+/*
+ * The geometry of a task's tracer whose task is off its CPU, without
+ * ds_mutex and without a look at the CPUs: nothing of the task is staged,
+ * since its switch out collected before the scheduler let go of it. A
+ * tracer reading a stopped tracee record by record pays only this. The
+ * snapshot counts if the task was off its CPU before and after it, with no
+ * switch in between, and the tracer still attached: ds_detach() marks the
+ * tracer detached before it collects.
+ */
+static bool ds_geometry_unlocked(struct ds_tracer *tracer,
+				 struct ds_geometry *geom)
+{
+	struct task_struct *task;
+	unsigned long switches;
+	bool ok = false;
+
+	if (tracer->cpu >= 0)
+		return false;
+	task = ds_tracer_task(tracer);
+	if (!task)
+		return false;
+	switches = ds_task_switches(task);
+	/* The count, then the look: a switch after it moves the count. */
+	smp_rmb();
+	if (ds_task_off_cpu(task)) {
+		ds_geometry_fill(tracer, geom);
+		/* The snapshot, then the second look. */
+		smp_rmb();
+		ok = ds_task_off_cpu(task) &&
+		     ds_task_switches(task) == switches &&
+		     !(geom->status & DS_STATUS_DETACHED);
+	}
+	put_task_struct(task);
+	return ok;
+}
+
+int ds_get_geometry(struct ds_tracer *tracer, struct ds_geometry *geom)
+{
+	if (IS_ERR_OR_NULL(tracer) || !geom)
+		return -EINVAL;
+	might_sleep();
+
+	if (ds_geometry_unlocked(tracer, geom))
+		return 0;
+	/*
+	 * The snapshot is taken under ds_mutex too: ds_detach() marks the
+	 * tracer detached before it collects the hardware's last records,
+	 * and a reader must not see it detached with a count still to grow.
+	 */
+	mutex_lock(&ds_mutex);
+	ds_tracer_sync(tracer);
+	ds_geometry_fill(tracer, geom);
+	mutex_unlock(&ds_mutex);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(ds_get_geometry);
+
+/* Copy up to @n records from index @first on, oldest first; under @lock. */
+static size_t ds_buf_copy(struct ds_tracer *tracer, size_t first, void *buf,
+			  size_t n)
+{
+	size_t slot, done, chunk;
+
+	lockdep_assert_held(&tracer->lock);
+
+	if (first >= tracer->count)
+		return 0;
+	n = min(n, tracer->count - first);
+	/* The oldest record sits @count slots behind the head. */
+	slot = tracer->head + tracer->capacity - tracer->count + first;
+	if (slot >= tracer->capacity)
+		slot -= tracer->capacity;
+	for (done = 0; done < n; done += chunk) {
+		chunk = min(n - done, tracer->capacity - slot);
+		memcpy(buf + done * tracer->rec_size,
+		       tracer->buf + slot * tracer->rec_size,
+		       chunk * tracer->rec_size);
+		slot = 0;
+	}
+	return n;
+}
+
+ssize_t ds_read_record(struct ds_tracer *tracer, size_t i, void *buf,
+		       size_t size)
+{
+	unsigned long flags;
+	size_t n;
+
+	if (IS_ERR_OR_NULL(tracer) || !buf || size < tracer->rec_size)
+		return -EINVAL;
+
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	n = ds_buf_copy(tracer, i, buf, 1);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	return n ? tracer->rec_size : -EINVAL;
+}
+EXPORT_SYMBOL_GPL(ds_read_record);
+
+ssize_t ds_read_records(struct ds_tracer *tracer, size_t first, void *buf,
+			size_t size)
+{
+	unsigned long flags;
+	size_t n;
+
+	if (IS_ERR_OR_NULL(tracer) || !buf || size < tracer->rec_size)
+		return -EINVAL;
+
+	n = min_t(size_t, size, PAGE_SIZE) / tracer->rec_size;
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	n = ds_buf_copy(tracer, first, buf, n);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	return n;
+}
+EXPORT_SYMBOL_GPL(ds_read_records);
+
+bool ds_tracer_recording(const struct ds_tracer *tracer)
+{
+	return !IS_ERR_OR_NULL(tracer) && ds_recording(tracer);
+}
+EXPORT_SYMBOL_GPL(ds_tracer_recording);
+
+struct task_struct *ds_tracer_task(struct ds_tracer *tracer)
+{
+	struct task_struct *task;
+	unsigned long flags;
+
+	if (IS_ERR_OR_NULL(tracer))
+		return NULL;
+	/* ds_detach() drops its reference after clearing it, under the lock. */
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	task = tracer->task;
+	if (task)
+		get_task_struct(task);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	return task;
+}
+
+unsigned int ds_tracer_flags(const struct ds_tracer *tracer)
+{
+	return IS_ERR_OR_NULL(tracer) ? 0 : tracer->flags;
+}
+
+static int ds_emulated_store(struct ds_tracer *tracer, u64 from, u64 to)
+{
+	struct ds_bts_record rec = { .from = from, .to = to };
+	int err = -ENOSPC;
+
+	raw_spin_lock(&tracer->lock);
+	if (ds_recording(tracer)) {
+		ds_buf_append(tracer, &rec, 1);
+		err = 0;
+	}
+	raw_spin_unlock(&tracer->lock);
+	return err;
+}
+
+int ds_emulated_write_bts(struct task_struct *task, u64 from, u64 to)
+{
+	struct ds_tracer *tracer = NULL;
+	struct ds_context *ctx;
+	unsigned long flags;
+	int err = -ENOENT;
+
+	if (!task)
+		return -ENOENT;
+	/* Interrupts off: ds_detach() waits for us before freeing. */
+	local_irq_save(flags);
+	ctx = ds_task_ctx(task);
+	if (ctx)
+		tracer = rcu_dereference_sched(ctx->tracer[DS_BTS]);
+	if (tracer && tracer->backend != &ds_hw_backend)
+		err = ds_emulated_store(tracer, from, to);
+	local_irq_restore(flags);
+	return err;
+}
+
+bool ds_emulated_recording(struct task_struct *task)
+{
+	struct ds_tracer *tracer = NULL;
+	struct ds_context *ctx;
+	unsigned long flags;
+	bool ret;
+
+	/* Interrupts off: ds_detach() waits for us before freeing. */
+	local_irq_save(flags);
+	ctx = ds_task_ctx(task);
+	if (ctx)
+		tracer = rcu_dereference_sched(ctx->tracer[DS_BTS]);
+	ret = tracer && tracer->backend != &ds_hw_backend &&
+	      ds_recording(tracer);
+	local_irq_restore(flags);
+	return ret;
+}
+
