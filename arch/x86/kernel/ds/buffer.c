@@ -280,6 +280,7 @@ void ds_buf_set_overflow(struct ds_tracer *tracer,
 		irq_work_queue(&tracer->notify_work);
 	}
 }
+
 static unsigned int ds_status(const struct ds_tracer *tracer)
 {
 	unsigned int status = 0;

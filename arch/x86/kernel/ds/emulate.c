@@ -424,7 +424,7 @@ static bool ds_emu_iret_ran(const struct ds_emu_insn *in,
  * Return: true if @in could have produced @a.
  */
 static bool ds_emu_ran(const struct ds_emu_insn *in,
-				 const struct ds_emu_after *a)
+		       const struct ds_emu_after *a)
 {
 	unsigned long mode = ds_emu_mode_mask(in->mode64);
 	unsigned long ip = in->ip16 ? U16_MAX : mode;

@@ -103,6 +103,7 @@ const struct ds_backend ds_hw_backend = {
 	.start	= ds_hw_backend_start,
 	.stop	= ds_hw_backend_stop,
 };
+
 /* --- hardware resources, shared by all hardware tracers --- */
 
 /* The slot was unmapped and flushed: see ds_stage_free_all(). */
