@@ -1,6 +1,6 @@
 #!/bin/bash
-# The build matrix of the series: the x86_64 test config without X86_DS (ds.c
-# is still built for perf, X86_DS_CORE) and with perf's uncore, RAPL and
+# The build matrix of the series: the x86_64 test config without X86_DS
+# (arch/x86/kernel/ds/perf.c is still built for perf, X86_DS_CORE) and with perf's uncore, RAPL and
 # cstate drivers, the test config without X86_DS_EMULATE, make run's config
 # (no lockdep), and an i386 config with X86_DS and without those.  Each must
 # build; the files the series adds or changes must also be clean under W=1
@@ -11,7 +11,9 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 src=$(realpath "$1") build=$(realpath "$2")
 jobs=${JOBS:-$(nproc)}
 # objects the series adds or changes that are built in a given config
-objs=(arch/x86/kernel/ds.o arch/x86/kernel/ds_emulate.o arch/x86/kernel/ptrace_bts.o
+objs=(arch/x86/kernel/ds/perf.o arch/x86/kernel/ds/core.o arch/x86/kernel/ds/buffer.o
+      arch/x86/kernel/ds/hw.o arch/x86/kernel/ds/hw_setup.o arch/x86/kernel/ds/emulate.o
+      arch/x86/kernel/ds/decode.o arch/x86/kernel/ptrace_bts.o
       arch/x86/kernel/process.o arch/x86/kernel/ptrace.o arch/x86/kernel/traps.o
       arch/x86/events/intel/ds.o arch/x86/events/intel/bts.o)
 
