@@ -2,7 +2,7 @@
 /*
  * Debug Store (BTS/PEBS) resource allocator: the in-kernel interface.
  *
- * One owner, arch/x86/kernel/ds.c, drives IA32_DS_AREA and the BTS bits of
+ * One owner, arch/x86/kernel/ds/, drives IA32_DS_AREA and the BTS bits of
  * IA32_DEBUGCTL. Clients request Branch Trace Store buffers for a task or
  * for a CPU and get a handle back. PEBS records come from counters, which
  * perf owns: perf is the PEBS client, through the ds_perf_*() calls below.
@@ -701,7 +701,7 @@ struct debug_store;
 /*
  * perf's Intel driver, the per-CPU client that lays out the save area
  * itself. It fills and drains the area directly; the hardware goes through
- * these, since arch/x86/kernel/ds.c is the only writer of IA32_DS_AREA, of
+ * these, since arch/x86/kernel/ds/ is the only writer of IA32_DS_AREA, of
  * the BTS bits of DEBUGCTL and of the Debug Store's cpu_entry_area slots.
  * With CONFIG_X86_DS a half's calls are for the holder of
  * ds_perf_reserve() of that half only; IA32_DS_AREA, which both halves

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Emulated Branch Trace Store: the hooks in the entry code, the #DB handler
- * and the task lifecycle. See arch/x86/kernel/ds_emulate.c.
+ * and the task lifecycle. See arch/x86/kernel/ds/emulate.c.
  */
 #ifndef _ASM_X86_DS_EMULATE_H
 #define _ASM_X86_DS_EMULATE_H
