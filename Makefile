@@ -124,6 +124,7 @@ check: series
 		echo "check: checkpatch --strict clean"
 	@$(TOP)/mk/ds-owner-check.sh $(SRC)
 	@$(TOP)/mk/kdoc-check.sh $(SRC) $(TOP)/patches
+	@$(TOP)/mk/docs-check.sh $(SRC) $(TOP)/patches $(BUILD)
 	@$(TOP)/mk/builds.sh $(SRC) $(BUILD)
 	@$(TOP)/mk/apt-check.sh
 	@python3 $(TOP)/mk/report_test.py $(SRC)

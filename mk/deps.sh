@@ -20,6 +20,8 @@ packages=(
 	gcc-multilib libc6-dev-i386
 	# checks
 	sparse python3-ply python3-git codespell
+	# the documentation (make check: mk/docs-check.sh)
+	python3-sphinx
 	# the compiler cache of the kernels and QEMU
 	ccache
 	# the VM

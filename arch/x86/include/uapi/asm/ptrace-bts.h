@@ -70,13 +70,24 @@
 
 /**
  * struct ptrace_bts_config - PTRACE_BTS_CONFIG and PTRACE_BTS_STATUS argument
- * @size:	trace buffer size in bytes
- * @flags:	PTRACE_BTS_O_* flags
- * @signal:	signal sent to the tracee when the buffer is full, with
- *		PTRACE_BTS_O_SIGNAL
- * @bts_size:	STATUS: size of one struct bts_struct; ignored by CONFIG
- * @backend:	PTRACE_BTS_BACKEND_*: CONFIG: the backend to trace with;
- *		STATUS: the backend that traces
+ * @size:	CONFIG with PTRACE_BTS_O_ALLOC: the trace buffer size in
+ *		bytes, rounded down to whole records but at least one (0 or
+ *		more than 4 MiB is EINVAL); ignored without it. STATUS: the
+ *		buffer size in bytes, a whole number of records, 0 when not
+ *		configured.
+ * @flags:	PTRACE_BTS_O_* flags. STATUS: the configured
+ *		PTRACE_BTS_O_TRACE, PTRACE_BTS_O_SCHED and PTRACE_BTS_O_SIGNAL.
+ * @signal:	with PTRACE_BTS_O_SIGNAL, the signal sent to the tracee
+ *		thread when the buffer is full; ignored without it. STATUS:
+ *		0 without PTRACE_BTS_O_SIGNAL.
+ * @bts_size:	STATUS: sizeof(struct bts_struct), 24; ignored by CONFIG.
+ * @backend:	PTRACE_BTS_BACKEND_*. CONFIG: the backend to trace with.
+ *		STATUS: the backend that records, PTRACE_BTS_BACKEND_HARDWARE
+ *		or PTRACE_BTS_BACKEND_EMULATED, 0 when not configured.
+ *
+ * The first 16 bytes are the original layout, without @backend: CONFIG
+ * reads a 16-byte struct as one with @backend PTRACE_BTS_BACKEND_ANY.
+ * The layout is the same for 32-bit and 64-bit tracers.
  */
 struct ptrace_bts_config {
 	__u32	size;
@@ -126,12 +137,19 @@ enum bts_qualifier {
  * struct bts_struct - one branch trace record, 24 bytes
  * @qualifier:		enum bts_qualifier
  * @variant:		the record's data, as @qualifier says
+ * @variant.lbr:	BTS_BRANCH: a taken branch
  * @variant.lbr.from:	address of the branch instruction
  * @variant.lbr.to:	address of the branch target
- * @variant.event.clock: CLOCK_MONOTONIC time of the event, in nanoseconds
+ * @variant.event:	BTS_TASK_ARRIVES, BTS_TASK_DEPARTS: a scheduling
+ *			event of the tracee (PTRACE_BTS_O_SCHED)
+ * @variant.event.clock: CLOCK_MONOTONIC time of the event in nanoseconds,
+ *			as the tracer reads that clock in its time namespace
  * @variant.event.pid:	thread id of the tracee in the tracer's pid
  *			namespace
  * @variant.event.__reserved: zero
+ *
+ * The layout is the same for 32-bit and 64-bit tracers and tracees, and
+ * for both backends.
  */
 struct bts_struct {
 	__u64	qualifier;
