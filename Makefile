@@ -60,7 +60,7 @@ SELFTEST_TARGETS := x86 ptrace
 
 export BUILD
 
-.PHONY: help deps apt-check report-test base tree refresh patches-check series check config kernel \
+.PHONY: help deps apt-check report-test base tree refresh patches-check series-roundtrip series check bisect-check config kernel \
 	run-kernel i386-kernel nods-kernel stress-kernel bench headers selftests tools initramfs qemu qemu-test test soak test-checks run-initramfs run shell clean distclean
 
 help:
@@ -72,9 +72,10 @@ help:
 	@echo "make soak           ptrace_bts_fuzz with more blocks, in 'tcg' and 'bts'"
 	@echo "make shell          boot the VM into an interactive shell"
 	@echo "make tree           assemble base + series in build/src"
-	@echo "make refresh        export edits made in build/src back into the repository"
-	@echo "                    (ENTRY=<patch> names the entry for new files)"
+	@echo "make refresh        export build/src back into the repository: its work-tree"
+	@echo "                    edits (ENTRY=<patch> for new files) or its rewritten commits"
 	@echo "make patches-check  fail if build/src holds edits not in the repository"
+	@echo "make series-roundtrip  refresh and tree map onto each other, byte for byte"
 	@echo "make series         write the upstream series to build/outgoing"
 	@echo "make check          checkpatch --strict over that series, then the build"
 	@echo "                    matrix: x86_64 without X86_DS, i386 with it (W=1, sparse)"
@@ -109,6 +110,13 @@ refresh:
 patches-check:
 	@python3 $(TOP)/mk/series.py check
 
+# The repository <-> build/src commits mapping, on scratch copies: refresh of
+# the assembled series changes nothing; every entry exported afresh from its
+# commit reassembles the same trees, byte for byte again; a file grown over
+# two entries does too, and an entry after a file's owner may not touch it.
+series-roundtrip: tree
+	@python3 $(TOP)/mk/series.py roundtrip
+
 series: tree
 	@python3 $(TOP)/mk/series.py export $(OUTGOING)
 
@@ -117,7 +125,7 @@ series: tree
 # <asm/nmi.h> (<linux/nmi.h> does not include it on x86).
 CHECKPATCH_IGNORE := BIT_MACRO,ARCH_INCLUDE_LINUX
 
-check: series
+check: series series-roundtrip
 	@cd $(SRC) && PATH=/usr/bin:$$PATH ./scripts/checkpatch.pl --strict --codespell -q \
 		--ignore $(CHECKPATCH_IGNORE) \
 		$(filter-out %/0000-cover-letter.patch,$(wildcard $(OUTGOING)/*.patch)) && \
