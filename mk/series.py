@@ -39,7 +39,13 @@ change are left byte for byte as they are.
 "roundtrip" proves that the repository and the commits map onto each other.
 
 "check" fails when $BUILD/src holds edits that are not in the repository.
-"export" writes the upstream series with git format-patch.
+"export" writes the upstream series with git format-patch: From: and
+Signed-off-by: of whoever runs it (git config user.name/user.email), a
+diffstat per patch, the cover letter from patches/cover-letter with the
+overall diffstat, shortlog and base (Debian tarball and upstream version;
+base-commit: is the tarball's commit in $BUILD/src), and To:/Cc: from
+get_maintainer.pl per patch, their union on the cover letter.  Nothing is
+sent.
 """
 
 import argparse
@@ -51,6 +57,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD") or os.path.join(TOP, "build")
@@ -769,27 +776,153 @@ def cmd_check(args):
     return 0
 
 
+def runner_identity():
+    """The git identity of whoever runs 'make series' (the sender)."""
+    who = git("config", "user.name", cwd=TOP, check=False).stdout.strip()
+    mail = git("config", "user.email", cwd=TOP, check=False).stdout.strip()
+    if not who or not mail:
+        raise SeriesError("no git identity: the series goes out From: and "
+                          "Signed-off-by: you; set it with git config "
+                          "user.name \"Your Name\" and git config user.email "
+                          "you@example.org")
+    return who, mail
+
+
+def base_description():
+    """'Debian linux-source-6.12 <version> (Linux v6.12.N)'."""
+    conf = {}
+    with open(os.path.join(TOP, "mk", "base.conf")) as f:
+        for line in f:
+            m = re.match(r"(\w+)=(.*)", line.strip())
+            if m:
+                conf[m.group(1)] = m.group(2)
+    try:
+        with open(os.path.join(BUILD, "base-version")) as f:
+            used = f.read().strip()
+    except FileNotFoundError:
+        used = conf.get("BASE_VERSION", "?")
+    mk = git("show", "base:Makefile").stdout
+    ver = dict(re.findall(r"^(VERSION|PATCHLEVEL|SUBLEVEL|EXTRAVERSION) = ?(.*)$",
+                          mk, re.M))
+    upstream = "v%s.%s" % (ver.get("VERSION"), ver.get("PATCHLEVEL"))
+    if ver.get("SUBLEVEL", "0") != "0":
+        upstream += "." + ver["SUBLEVEL"]
+    upstream += ver.get("EXTRAVERSION", "")
+    return "Debian %s %s (Linux %s)" % (
+        conf.get("BASE_PACKAGE", "linux-source-6.12"), used, upstream)
+
+
+def outgoing_chain(entries, chain, who, mail):
+    """The commits as they go out: author and Signed-off-by the sender's."""
+    out = []
+    parent = git("rev-parse", "base^{commit}").stdout.strip()
+    for e, c in zip(entries, chain):
+        _, message = commit_header(c)
+        kept = [l for l in message.rstrip("\n").split("\n")
+                if not re.match(r"Signed-off-by:\s*%s\s*<%s>\s*$" %
+                                (re.escape(e.author), re.escape(e.email)), l)]
+        sob = "Signed-off-by: %s <%s>" % (who, mail)
+        if sob not in kept:
+            if not re.match(r"[A-Za-z-]+: ", kept[-1]):
+                kept.append("")
+            kept.append(sob)
+        env = dict(entry_env(e), GIT_AUTHOR_NAME=who, GIT_AUTHOR_EMAIL=mail,
+                   GIT_COMMITTER_NAME=who, GIT_COMMITTER_EMAIL=mail)
+        parent = git("commit-tree", tree_of(c), "-p", parent, env=env,
+                     input="\n".join(kept) + "\n").stdout.strip()
+        out.append(parent)
+    return out
+
+
+def recipients(patch):
+    """(to, cc) of one patch file by the kernel's get_maintainer.pl:
+    maintainers and supporters To:, reviewers and lists Cc:."""
+    res = subprocess.run(
+        ["perl", "scripts/get_maintainer.pl", "--no-git", "--no-git-fallback",
+         "--rolestats", "--no-tree", patch], cwd=SRC, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    if res.returncode:
+        raise SeriesError("get_maintainer.pl failed on %s:\n%s" %
+                          (os.path.basename(patch), res.stderr))
+    to, cc = [], []
+    for line in res.stdout.splitlines():
+        m = re.match(r"(.*?<[^>]+>|\S+@\S+)\s*(?:\((.*)\))?$", line.strip())
+        if not m:
+            continue
+        addr, role = m.group(1).strip(), m.group(2) or ""
+        (to if re.match(r"(maintainer|supporter|chief penguin)", role)
+         else cc).append(addr)
+    return to, cc
+
+
+def add_headers(path, to, cc):
+    with open(path) as f:
+        text = f.read()
+    head, sep, body = text.partition("\n\n")
+    extra = ""
+    if to:
+        extra += "\nTo: " + ",\n    ".join(to)
+    if cc:
+        extra += "\nCc: " + ",\n    ".join(cc)
+    with open(path, "w") as f:
+        f.write(head + extra + sep + body)
+
+
 def cmd_export(args):
     head = recorded_head()
     if not head:
         raise SeriesError("no assembled tree: run 'make tree' first")
+    who, mail = runner_identity()
+    entries = read_series()
+    chain = linear_chain(head)
+    if len(chain) != len(entries):
+        raise SeriesError("build/src does not match patches/series; "
+                          "run 'make tree' first")
+    tip = outgoing_chain(entries, chain, who, mail)[-1]
     out = os.path.abspath(args.output)
     shutil.rmtree(out, ignore_errors=True)
-    git("format-patch", "-q", "--cover-letter", "--base=base", "-o", out,
-        "base.." + head)
+    env = {"GIT_AUTHOR_NAME": who, "GIT_AUTHOR_EMAIL": mail,
+           "GIT_COMMITTER_NAME": who, "GIT_COMMITTER_EMAIL": mail}
+    # --base: the base is the unpacked Debian tarball's commit, not an
+    # upstream one; the cover letter says which tarball and upstream version.
+    git("format-patch", "-q", "--cover-letter", "--base=base", "--thread",
+        "--stat=72", "--summary", "-o", out, "base.." + tip, env=env)
     cover = os.path.join(out, "0000-cover-letter.patch")
     with open(os.path.join(PATCHES, "cover-letter")) as f:
         subject, _, blurb = f.read().partition("\n")
-    with open(os.path.join(BUILD, "base-version")) as f:
-        blurb = blurb.strip() + "\n\nBase: Debian %s %s\n" % (
-            "linux-source-6.12", f.read().strip())
+    base = base_description()
+    blurb = blurb.strip() + "\n\n" + textwrap.fill(
+        "Base: %s. The base-commit below is that source unpacked as one "
+        "commit (mk/base.sh), not an upstream commit; the series applies "
+        "to %s." % (base, base.rsplit("Linux ", 1)[1].rstrip(")")), 72) + "\n"
     with open(cover) as f:
         text = f.read()
     text = text.replace("*** SUBJECT HERE ***", subject.strip())
     text = text.replace("*** BLURB HERE ***", blurb.strip())
     with open(cover, "w") as f:
         f.write(text)
-    print("series: %s" % out)
+    files = sorted(f for f in os.listdir(out) if f.endswith(".patch"))
+    union_to, union_cc = [], []
+    table = []
+    for name in files:
+        if name == "0000-cover-letter.patch":
+            continue
+        to, cc = recipients(os.path.join(out, name))
+        add_headers(os.path.join(out, name), to, cc)
+        table.append((name, to, cc))
+        union_to += [a for a in to if a not in union_to]
+        union_cc += [a for a in cc if a not in union_cc]
+    union_cc = [a for a in union_cc if a not in union_to]
+    add_headers(cover, union_to, union_cc)
+    table.insert(0, ("0000-cover-letter.patch", union_to, union_cc))
+    print("series: %s (From: %s <%s>; a dry run, nothing is sent)" %
+          (out, who, mail))
+    print("series: base %s, base-commit %s" %
+          (base, git("rev-parse", "base^{commit}").stdout.strip()))
+    for name, to, cc in table:
+        print("  %s" % name)
+        print("      To: %s" % (", ".join(to) or "-"))
+        print("      Cc: %s" % (", ".join(cc) or "-"))
     return 0
 
 
