@@ -79,6 +79,8 @@ help:
 	@echo "make series         write the upstream series to build/outgoing"
 	@echo "make check          checkpatch --strict over that series, then the build"
 	@echo "                    matrix: x86_64 without X86_DS, i386 with it (W=1, sparse)"
+	@echo "make bisect-check   every prefix of the series builds (x86_64, X86_DS=n, i386,"
+	@echo "                    W=1) and boots clean at group ends (FROM=N, TO=N)"
 	@echo "make qemu           build the BTS machine model (patched QEMU, cached)"
 	@echo "make qemu-test      the model's own test"
 	@echo "make deps           install the host packages (apt)"
@@ -120,6 +122,15 @@ series-roundtrip: tree
 series: tree
 	@python3 $(TOP)/mk/series.py export $(OUTGOING)
 
+# Every prefix of the series builds (x86_64 test config, X86_DS=n, i386; W=1,
+# findings in the series' files fail) in build/bisect/, and boots its KUnit
+# suites clean at each "# group:" end of patches/series (mk/bisect-check.py).
+# FROM=N starts at entry N, TO=N stops after it, KEEP_GOING=1 goes on after a
+# failed prefix, BUILDS=x86_64,nods,i386 picks builds.
+bisect-check: tree
+	@FROM=$(FROM) TO=$(TO) KEEP_GOING=$(KEEP_GOING) BUILDS=$(BUILDS) JOBS=$(JOBS) \
+		python3 $(TOP)/mk/bisect-check.py
+
 # Two --strict CHECKs are false positives here: _TIF_* flags keep their
 # neighbours' "1 << TIF_x" style, and register_nmi_handler() lives only in
 # <asm/nmi.h> (<linux/nmi.h> does not include it on x86).
@@ -135,6 +146,7 @@ check: series series-roundtrip
 	@$(TOP)/mk/builds.sh $(SRC) $(BUILD)
 	@$(TOP)/mk/apt-check.sh
 	@python3 $(TOP)/mk/report_test.py $(SRC)
+	@$(MAKE) -s bisect-check TREE_DONE=1
 
 # The config is regenerated only when the fragment or the series changed.
 $(OBJ)/.config: $(TOP)/vm/kernel.config $(BUILD)/tree-head
