@@ -81,6 +81,10 @@ def mmss(sec):
 
 
 def checkout(commit):
+    if os.path.isdir(WT) and run(["git", "rev-parse", "--git-dir"],
+                                 cwd=WT).returncode:
+        # build/src was unpacked afresh (make base): the worktree is stale
+        subprocess.run(["rm", "-rf", WT], check=True)
     if not os.path.isdir(WT):
         os.makedirs(BIS, exist_ok=True)
         run(["git", "worktree", "prune"], cwd=SRC)
