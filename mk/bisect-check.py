@@ -60,6 +60,7 @@ NOT_KERNEL = re.compile(r"^(tools/|Documentation/|LICENSES/|MAINTAINERS$|"
                         r"scripts/checkpatch\.pl$|scripts/spelling\.txt$)")
 # A compiler or linker finding: path:line[:col]: warning|error
 FINDING_RE = re.compile(r"^(\S+?):(\d+):(?:\d+:)?\s*(warning|error):")
+PLAN_RE = re.compile(r"^(?:\[\s*\d+\.\d+\]\s*)?1\.\.(\d+)\s*$")
 SUITE_RE = re.compile(r"^(?:\[\s*\d+\.\d+\]\s*)?(not ok|ok) \d+ (\S+)(.*)$")
 
 
@@ -196,15 +197,14 @@ def make_initramfs(path):
     subprocess.run(["rm", "-rf", root], check=True)
 
 
-def boot(prefix, group):
-    obj = os.path.join(BIS, "obj-x86_64")
+def boot(prefix, group, kernel=None):
+    kernel = kernel or os.path.join(BIS, "obj-x86_64", "arch/x86/boot/bzImage")
     initrd = os.path.join(BIS, "initramfs.cpio.gz")
     if not os.path.isfile(initrd):
         make_initramfs(initrd)
     logdir = os.path.join(LOGS, "%04d-boot" % prefix)
     start = time.time()
-    run([os.path.join(TOP, "mk", "vm.sh"), "test",
-         os.path.join(obj, "arch/x86/boot/bzImage"), initrd, logdir],
+    run([os.path.join(TOP, "mk", "vm.sh"), "test", kernel, initrd, logdir],
         env=dict(os.environ, VM_TIMEOUT=os.environ.get("BOOT_TIMEOUT", "900")))
     took = time.time() - start
     try:
@@ -223,6 +223,10 @@ def boot(prefix, group):
         problems.append("KUnit suites failed: " + ", ".join(failed))
     if not suites:
         problems.append("no KUnit suite result in the console log")
+    plans = [int(m.group(1)) for m in map(PLAN_RE.match, lines) if m]
+    if plans and len(suites) < plans[0]:
+        problems.append("%d of %d KUnit suites reported" %
+                        (len(suites), plans[0]))
     splats = [l.strip() for l in lines if SPLAT_RE.search(l)]
     if splats:
         problems.append("kernel splat:\n      " + "\n      ".join(splats[:10]))
