@@ -7,7 +7,8 @@ worktree, build/bisect/src, so that only the files that differ from the
 previous prefix get new mtimes and each build is incremental.  For every
 prefix, three configs build a full vmlinux (and modules where the config has
 them) at W=1, through ccache, under /tmp/kbuild.lock, each in its own object
-tree under build/bisect/:
+tree under build/bisect/; make -k, so that a failed prefix names all its
+errors and leaves every other object built for the next prefix:
 
   x86_64  vm/kernel.config                      (X86_DS=y, the test config)
   nods    vm/kernel.config + vm/no-ds.config    (X86_DS=n)
@@ -155,7 +156,8 @@ def build(name, arch, frags, prefix, touched, kconfig_changed, boot):
                                                     else [])
     cmd = ["flock", "/tmp/kbuild.lock", "sh", "-c",
            'echo "locked $(date +%s.%N)" >&2; exec "$@"', "sh",
-           "make", "-s", "-C", WT, "O=" + obj, "ARCH=" + arch, "-j" + JOBS,
+           "make", "-s", "-k", "-C", WT, "O=" + obj, "ARCH=" + arch,
+           "-j" + JOBS,
            "W=1", "CC=" + KCC, "HOSTCC=" + KCC, *targets]
     with open(log, "a") as f:
         res = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, text=True)
