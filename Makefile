@@ -60,7 +60,7 @@ SELFTEST_TARGETS := x86 ptrace
 
 export BUILD
 
-.PHONY: help deps apt-check report-test base tree refresh patches-check series check config kernel \
+.PHONY: help deps apt-check report-test base tree refresh patches-check series-roundtrip series check bisect-check config kernel \
 	run-kernel i386-kernel nods-kernel stress-kernel bench headers selftests tools initramfs qemu qemu-test test soak test-checks run-initramfs run shell clean distclean
 
 help:
@@ -72,12 +72,15 @@ help:
 	@echo "make soak           ptrace_bts_fuzz with more blocks, in 'tcg' and 'bts'"
 	@echo "make shell          boot the VM into an interactive shell"
 	@echo "make tree           assemble base + series in build/src"
-	@echo "make refresh        export edits made in build/src back into the repository"
-	@echo "                    (ENTRY=<patch> names the entry for new files)"
+	@echo "make refresh        export build/src back into the repository: its work-tree"
+	@echo "                    edits (ENTRY=<patch> for new files) or its rewritten commits"
 	@echo "make patches-check  fail if build/src holds edits not in the repository"
+	@echo "make series-roundtrip  refresh and tree map onto each other, byte for byte"
 	@echo "make series         write the upstream series to build/outgoing"
 	@echo "make check          checkpatch --strict over that series, then the build"
 	@echo "                    matrix: x86_64 without X86_DS, i386 with it (W=1, sparse)"
+	@echo "make bisect-check   every prefix of the series builds (x86_64, X86_DS=n, i386,"
+	@echo "                    W=1) and boots clean at group ends (FROM=N, TO=N)"
 	@echo "make qemu           build the BTS machine model (patched QEMU, cached)"
 	@echo "make qemu-test      the model's own test"
 	@echo "make deps           install the host packages (apt)"
@@ -109,15 +112,31 @@ refresh:
 patches-check:
 	@python3 $(TOP)/mk/series.py check
 
+# The repository <-> build/src commits mapping, on scratch copies: refresh of
+# the assembled series changes nothing; every entry exported afresh from its
+# commit reassembles the same trees, byte for byte again; a file grown over
+# two entries does too, and an entry after a file's owner may not touch it.
+series-roundtrip: tree
+	@python3 $(TOP)/mk/series.py roundtrip
+
 series: tree
 	@python3 $(TOP)/mk/series.py export $(OUTGOING)
+
+# Every prefix of the series builds (x86_64 test config, X86_DS=n, i386; W=1,
+# findings in the series' files fail) in build/bisect/, and boots its KUnit
+# suites clean at each "# group:" end of patches/series (mk/bisect-check.py).
+# FROM=N starts at entry N, TO=N stops after it, KEEP_GOING=1 goes on after a
+# failed prefix, BUILDS=x86_64,nods,i386 picks builds.
+bisect-check: tree
+	@FROM=$(FROM) TO=$(TO) KEEP_GOING=$(KEEP_GOING) BUILDS=$(BUILDS) JOBS=$(JOBS) \
+		python3 $(TOP)/mk/bisect-check.py
 
 # Two --strict CHECKs are false positives here: _TIF_* flags keep their
 # neighbours' "1 << TIF_x" style, and register_nmi_handler() lives only in
 # <asm/nmi.h> (<linux/nmi.h> does not include it on x86).
 CHECKPATCH_IGNORE := BIT_MACRO,ARCH_INCLUDE_LINUX
 
-check: series
+check: series series-roundtrip
 	@cd $(SRC) && PATH=/usr/bin:$$PATH ./scripts/checkpatch.pl --strict --codespell -q \
 		--ignore $(CHECKPATCH_IGNORE) \
 		$(filter-out %/0000-cover-letter.patch,$(wildcard $(OUTGOING)/*.patch)) && \
@@ -128,6 +147,7 @@ check: series
 	@$(TOP)/mk/builds.sh $(SRC) $(BUILD)
 	@$(TOP)/mk/apt-check.sh
 	@python3 $(TOP)/mk/report_test.py $(SRC)
+	@$(MAKE) -s bisect-check TREE_DONE=1
 
 # The config is regenerated only when the fragment or the series changed.
 $(OBJ)/.config: $(TOP)/vm/kernel.config $(BUILD)/tree-head
