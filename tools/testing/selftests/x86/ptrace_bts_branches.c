@@ -3,6 +3,7 @@
  * Branch tracing through ptrace, the exact branches of each kind, as each
  * backend records them, and code that rewrites itself or pushes the flags
  * over itself.
+ *
  * The helpers and the fixture are in ptrace_bts_harness.h.
  */
 #define _GNU_SOURCE

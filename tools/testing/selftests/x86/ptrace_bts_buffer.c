@@ -2,6 +2,7 @@
 /*
  * Branch tracing through ptrace, a full buffer (wrap-around, the signal on
  * overflow) and the scheduling records.
+ *
  * The helpers and the fixture are in ptrace_bts_harness.h.
  */
 #define _GNU_SOURCE

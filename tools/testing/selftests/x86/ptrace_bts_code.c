@@ -3,6 +3,7 @@
  * Branch tracing through ptrace, code the tracer cannot simply read:
  * execute-only pages, pages the program never runs, and the out-of-line
  * steps of uprobes.
+ *
  * The helpers and the fixture are in ptrace_bts_harness.h.
  */
 #define _GNU_SOURCE

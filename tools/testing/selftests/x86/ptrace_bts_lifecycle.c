@@ -2,6 +2,7 @@
 /*
  * Branch tracing through ptrace, the life of tracer and tracee: detach,
  * exit, exec, fork, threads and kills.
+ *
  * The helpers and the fixture are in ptrace_bts_harness.h.
  */
 #define _GNU_SOURCE

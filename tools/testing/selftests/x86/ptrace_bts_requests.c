@@ -3,6 +3,7 @@
  * Branch tracing through ptrace, the requests themselves: configuration,
  * status, size, get, clear and drain, their errors, the memory charge of
  * the buffers, and the backends.
+ *
  * The helpers and the fixture are in ptrace_bts_harness.h.
  */
 #define _GNU_SOURCE

@@ -2,6 +2,7 @@
 /*
  * Branch tracing through ptrace, the trap flag the emulated backend forces,
  * and branch tracing beside single-stepping.
+ *
  * The helpers and the fixture are in ptrace_bts_harness.h.
  */
 #define _GNU_SOURCE
