@@ -46,7 +46,7 @@ if [ -n "${PROGS:-}" ]; then
 		mkdir -p "$root/kselftest/$col"
 		cp -a "$ksft/$col/${prog#*:}" "$root/kselftest/$col/"
 		# A 64-bit test may run its 32-bit twin as a tracee
-		# (ptrace_bts_64's tracee_32bit): it comes along.
+		# (ptrace_bts_lifecycle_64's tracee_32bit): it comes along.
 		twin=$ksft/$col/${prog#*:}
 		twin=${twin%_64}_32
 		[ "$prog" = "${prog%_64}" ] || [ ! -e "$twin" ] ||

@@ -106,7 +106,8 @@ KERNELS = {
 RUNS = [
     # the emulated backend
     ("tcg", "kernel", None, FUZZ_ARGS % "%(fuzz_emu)d" + " " + SAMPLE, {}),
-    # the hardware backend, then ptrace_bts again with ds.force_emulation=1
+    # the hardware backend, then the ptrace_bts_* programs again with
+    # ds.force_emulation=1
     ("bts", "kernel", BTS_CPU, HW + " " + FUZZ_ARGS % "%(fuzz_hw)d" + " " + SAMPLE,
      {}),
     # perf and ptrace sharing the Debug Store

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The routines of ptrace_bts_asm.S and the labels at their branches, for
- * ptrace_bts.c: each test names the exact source and target of every
- * branch it expects.
+ * the ptrace_bts_* programs: each test names the exact source and target
+ * of every branch it expects.
  */
 #ifndef PTRACE_BTS_H
 #define PTRACE_BTS_H

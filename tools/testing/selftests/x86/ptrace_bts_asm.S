@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Tracee code for ptrace_bts.c. Written in assembly so that every branch
- * the tests expect has a global label at its source and at its target and
- * the compiler can add none.
+ * Tracee code for the ptrace_bts_* programs. Written in assembly so that
+ * every branch the tests expect has a global label at its source and at
+ * its target and the compiler can add none.
  *
  * Every routine is "int3; <s label> body; int3; <e label> ret": the tracer
  * configures tracing at the first breakpoint stop and reads the trace at
@@ -661,10 +661,10 @@ L(movss_e)
 	ret
 
 /*
- * Instructions for uprobes (ptrace_bts.c puts a uprobe on each _f/_n label
- * but _f3): a direct jmp and call, which the kernel emulates, and a mov, an
- * indirect jmp and a ret, which it steps out of line. The unprobed jmp at
- * the end shows that the trace goes on.
+ * Instructions for uprobes (ptrace_bts_code.c puts a uprobe on each _f/_n
+ * label but _f3): a direct jmp and call, which the kernel emulates, and a
+ * mov, an indirect jmp and a ret, which it steps out of line. The unprobed
+ * jmp at the end shows that the trace goes on.
  */
 FUNC(bts_uprobe)
 	int3

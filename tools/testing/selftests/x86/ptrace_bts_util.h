@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * What the ptrace branch tracing selftests (ptrace_bts, ds_perf_bts,
- * ptrace_bts_errno) share: the raw ptrace call, the memory charge of the
+ * What the ptrace branch tracing selftests (the ptrace_bts_* programs,
+ * ds_perf_bts, ptrace_bts_errno) share: the raw ptrace call, the memory charge of the
  * trace buffers, the CPU's flags, perf's BTS event, and what the kernel
  * reports of the backends.
  */
