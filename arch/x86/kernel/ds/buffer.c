@@ -334,7 +334,7 @@ static unsigned long ds_task_switches(struct task_struct *task)
 
 /*
  * The geometry of a task's tracer whose task is off its CPU, without
- * ds_mutex and without a look at the CPUs: nothing of the task is staged,
+ * ds_alloc_mutex and without a look at the CPUs: nothing of the task is staged,
  * since its switch out collected before the scheduler let go of it. A
  * tracer reading a stopped tracee record by record pays only this. The
  * snapshot counts if the task was off its CPU before and after it, with no
@@ -377,14 +377,14 @@ int ds_get_geometry(struct ds_tracer *tracer, struct ds_geometry *geom)
 	if (ds_geometry_unlocked(tracer, geom))
 		return 0;
 	/*
-	 * The snapshot is taken under ds_mutex too: ds_detach() marks the
+	 * The snapshot is taken under ds_alloc_mutex too: ds_detach() marks the
 	 * tracer detached before it collects the hardware's last records,
 	 * and a reader must not see it detached with a count still to grow.
 	 */
-	mutex_lock(&ds_mutex);
+	mutex_lock(&ds_alloc_mutex);
 	ds_tracer_sync(tracer);
 	ds_geometry_fill(tracer, geom);
-	mutex_unlock(&ds_mutex);
+	mutex_unlock(&ds_alloc_mutex);
 	return 0;
 }
 EXPORT_SYMBOL_GPL(ds_get_geometry);

@@ -12,7 +12,7 @@
  * perf's PEBS buffer in the save area beside the BTS half.
  *
  * Ownership and lifetime. Requests, releases and state changes run under
- * ds_mutex. The context switch, the IPIs and the emulated backend read the
+ * ds_alloc_mutex. The context switch, the IPIs and the emulated backend read the
  * published tracers with interrupts disabled. A state change publishes
  * first and then runs ds_cpu_sync() on every online CPU and waits for it;
  * since each CPU re-derives its hardware state from the published state with
@@ -71,8 +71,8 @@
 #include "internal.h"
 
 /* Serialises requests, releases, state changes and backend registration. */
-DEFINE_MUTEX(ds_mutex);
-/* The emulated backend and its attached tracers; under ds_mutex. */
+DEFINE_MUTEX(ds_alloc_mutex);
+/* The emulated backend and its attached tracers; under ds_alloc_mutex. */
 VISIBLE_IF_KUNIT const struct ds_backend *ds_emulated;
 VISIBLE_IF_KUNIT unsigned int ds_nr_emulated;
 
@@ -166,7 +166,7 @@ static const struct ds_backend *ds_choose_backend(enum ds_kind kind,
 	const struct ds_backend *emu = ds_emulated;
 	bool hw = ds_kind_present(kind);
 
-	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_held(&ds_alloc_mutex);
 
 	if (per_cpu || (emu && !(emu->kinds & BIT(kind))))
 		emu = NULL;
@@ -236,7 +236,7 @@ static void ds_detach(struct ds_tracer *tracer)
 	struct ds_context *ctx;
 	unsigned long flags;
 
-	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_held(&ds_alloc_mutex);
 	lockdep_assert_cpus_held();
 
 	if (!tracer->attached)
@@ -268,7 +268,7 @@ static int ds_attach_cpu(struct ds_tracer *tracer, int cpu)
 	struct ds_cpu *dc;
 	int err;
 
-	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_held(&ds_alloc_mutex);
 	lockdep_assert_cpus_held();
 
 	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_possible(cpu))
@@ -304,7 +304,7 @@ static int ds_attach_task(struct ds_tracer *tracer, struct task_struct *task)
 	struct ds_context *ctx;
 	int err;
 
-	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_held(&ds_alloc_mutex);
 	lockdep_assert_cpus_held();
 
 	if (task->flags & PF_EXITING)
@@ -351,7 +351,7 @@ static int ds_attach(struct ds_tracer *tracer, struct task_struct *task,
 	const struct ds_backend *backend;
 	int err;
 
-	mutex_lock(&ds_mutex);
+	mutex_lock(&ds_alloc_mutex);
 	backend = ds_choose_backend(tracer->kind, !task, want);
 	if (IS_ERR(backend)) {
 		err = PTR_ERR(backend);
@@ -367,7 +367,7 @@ static int ds_attach(struct ds_tracer *tracer, struct task_struct *task,
 		err = ds_attach_cpu(tracer, cpu);
 	/*
 	 * The hardware was taken after the choice (perf reserves it without
-	 * ds_mutex) or is a CPU tracer's, or its staging buffers could not be
+	 * ds_alloc_mutex) or is a CPU tracer's, or its staging buffers could not be
 	 * had (-EAGAIN from ds_hw_get(), out of memory): emulate, as the
 	 * choice would have.
 	 */
@@ -385,7 +385,7 @@ static int ds_attach(struct ds_tracer *tracer, struct task_struct *task,
 	cpus_read_unlock();
 	ds_stage_discard(tracer->kind);
 unlock_mutex:
-	mutex_unlock(&ds_mutex);
+	mutex_unlock(&ds_alloc_mutex);
 	return err;
 }
 
@@ -430,11 +430,11 @@ void ds_release(struct ds_tracer *tracer)
 		return;
 	might_sleep();
 
-	mutex_lock(&ds_mutex);
+	mutex_lock(&ds_alloc_mutex);
 	cpus_read_lock();
 	ds_detach(tracer);
 	cpus_read_unlock();
-	mutex_unlock(&ds_mutex);
+	mutex_unlock(&ds_alloc_mutex);
 	/* A notification queued by the last collection may still run. */
 	irq_work_sync(&tracer->notify_work);
 	ds_tracer_free(tracer);
@@ -446,7 +446,7 @@ EXPORT_SYMBOL_GPL(ds_release);
 /* Pull pending hardware records and apply the tracer's new state. */
 void ds_tracer_sync(struct ds_tracer *tracer)
 {
-	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_held(&ds_alloc_mutex);
 
 	if (tracer->attached && tracer->backend == &ds_hw_backend)
 		ds_sync_loaded(tracer);
@@ -460,7 +460,7 @@ static int ds_set_suspended(struct ds_tracer *tracer, bool suspended)
 		return -EINVAL;
 	might_sleep();
 
-	mutex_lock(&ds_mutex);
+	mutex_lock(&ds_alloc_mutex);
 	WRITE_ONCE(tracer->suspended, suspended);
 	if (!suspended) {
 		raw_spin_lock_irqsave(&tracer->lock, flags);
@@ -468,7 +468,7 @@ static int ds_set_suspended(struct ds_tracer *tracer, bool suspended)
 		raw_spin_unlock_irqrestore(&tracer->lock, flags);
 	}
 	ds_tracer_sync(tracer);
-	mutex_unlock(&ds_mutex);
+	mutex_unlock(&ds_alloc_mutex);
 	return 0;
 }
 
@@ -531,7 +531,7 @@ int ds_clear(struct ds_tracer *tracer)
 		return -EINVAL;
 	might_sleep();
 
-	mutex_lock(&ds_mutex);
+	mutex_lock(&ds_alloc_mutex);
 	/* Records stored before the clear go away with it. */
 	ds_tracer_sync(tracer);
 	raw_spin_lock_irqsave(&tracer->lock, flags);
@@ -539,7 +539,7 @@ int ds_clear(struct ds_tracer *tracer)
 	raw_spin_unlock_irqrestore(&tracer->lock, flags);
 	/* The hardware may resume after a pause, with a fresh threshold. */
 	ds_tracer_sync(tracer);
-	mutex_unlock(&ds_mutex);
+	mutex_unlock(&ds_alloc_mutex);
 	return 0;
 }
 EXPORT_SYMBOL_GPL(ds_clear);
@@ -562,7 +562,7 @@ int ds_update(struct ds_tracer *tracer, const struct ds_config *cfg)
 		return -EINVAL;
 	might_sleep();
 
-	mutex_lock(&ds_mutex);
+	mutex_lock(&ds_alloc_mutex);
 	/* Collect with the old settings first. */
 	ds_tracer_sync(tracer);
 	raw_spin_lock_irqsave(&tracer->lock, flags);
@@ -570,7 +570,7 @@ int ds_update(struct ds_tracer *tracer, const struct ds_config *cfg)
 	ds_buf_set_overflow(tracer, cfg);
 	raw_spin_unlock_irqrestore(&tracer->lock, flags);
 	ds_tracer_sync(tracer);
-	mutex_unlock(&ds_mutex);
+	mutex_unlock(&ds_alloc_mutex);
 	/*
 	 * A notification queued before the change may still be running with
 	 * the old function and cookie; the caller may free that cookie now.
@@ -643,7 +643,7 @@ void ds_exit_thread(struct task_struct *task)
 	if (!rcu_access_pointer(task->thread.ds_ctx))
 		return;
 
-	mutex_lock(&ds_mutex);
+	mutex_lock(&ds_alloc_mutex);
 	cpus_read_lock();
 	for (kind = 0; kind < DS_NR_KINDS; kind++) {
 		/* The last detach frees the context. */
@@ -652,12 +652,12 @@ void ds_exit_thread(struct task_struct *task)
 		if (!tracer)
 			continue;
 		ds_detach(tracer);
-		/* Under ds_mutex: the owner's ds_release() waits for it. */
+		/* Under ds_alloc_mutex: the owner's ds_release() waits for it. */
 		if (tracer->detached)
 			tracer->detached(tracer, READ_ONCE(tracer->cookie));
 	}
 	cpus_read_unlock();
-	mutex_unlock(&ds_mutex);
+	mutex_unlock(&ds_alloc_mutex);
 }
 
 /* --- the emulated backend --- */
@@ -670,12 +670,12 @@ int ds_register_backend(const struct ds_backend *backend)
 	    !backend->kinds || backend->kinds & ~ds_hw_backend.kinds)
 		return -EINVAL;
 
-	mutex_lock(&ds_mutex);
+	mutex_lock(&ds_alloc_mutex);
 	if (ds_emulated)
 		err = -EBUSY;
 	else
 		WRITE_ONCE(ds_emulated, backend);
-	mutex_unlock(&ds_mutex);
+	mutex_unlock(&ds_alloc_mutex);
 	return err;
 }
 
@@ -683,14 +683,14 @@ int ds_unregister_backend(const struct ds_backend *backend)
 {
 	int err = 0;
 
-	mutex_lock(&ds_mutex);
+	mutex_lock(&ds_alloc_mutex);
 	if (!backend || backend != ds_emulated)
 		err = -EINVAL;
 	else if (ds_nr_emulated)
 		err = -EBUSY;
 	else
 		WRITE_ONCE(ds_emulated, NULL);
-	mutex_unlock(&ds_mutex);
+	mutex_unlock(&ds_alloc_mutex);
 	return err;
 }
 

@@ -11,6 +11,8 @@
 
 #include <kunit/visibility.h>
 
+#include <asm/insn.h>
+
 struct pt_regs;
 
 /* Entries of the per-task decode cache; a power of two. */

@@ -84,7 +84,7 @@ DEFINE_PER_CPU(struct ds_cpu, ds_cpus);
 struct ds_hw_caps ds_caps;
 /* --- hardware capabilities --- */
 
-void ds_probe(void)
+void ds_probe_caps(void)
 {
 	static_call(ds_hw_probe)(&ds_caps);
 }
@@ -138,7 +138,7 @@ static void ds_stage_program(struct ds_cpu *dc, enum ds_kind kind,
 	part->threshold = base + ds_stage_threshold(dc, kind, tracer) * rec;
 }
 
-void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)
+static void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)
 {
 	struct ds_area_part *part = ds_part(dc->area, kind);
 	struct ds_tracer *tracer = dc->loaded[kind];
@@ -386,7 +386,7 @@ void ds_sync_loaded(struct ds_tracer *tracer)
 {
 	int cpu;
 
-	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_held(&ds_alloc_mutex);
 
 	/* The caller's changes, then the look; see ds_cpu_start(). */
 	smp_mb();
@@ -412,7 +412,7 @@ void ds_sync_task(struct task_struct *task)
 {
 	int cpu;
 
-	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_held(&ds_alloc_mutex);
 
 	cpu = task_call_func(task, ds_task_running_cpu, NULL);
 	if (cpu >= 0)

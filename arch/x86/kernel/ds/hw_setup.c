@@ -88,7 +88,7 @@ static struct lockdep_map ds_hw_teardown_map =
 
 /* DS_HW_LINGER; KUnit makes it longer than any test. */
 VISIBLE_IF_KUNIT unsigned long ds_hw_linger = DS_HW_LINGER;
-/* Attached hardware tracers per kind, task and CPU; under ds_mutex. */
+/* Attached hardware tracers per kind, task and CPU; under ds_alloc_mutex. */
 VISIBLE_IF_KUNIT unsigned int ds_nr_task_hw[DS_NR_KINDS];
 VISIBLE_IF_KUNIT unsigned int ds_nr_cpu[DS_NR_KINDS];
 /*
@@ -184,7 +184,7 @@ bool ds_hw_is_free(enum ds_kind kind)
 	return !held;
 }
 
-/* This request's ds_stage_prepare() found no memory; under ds_mutex. */
+/* This request's ds_stage_prepare() found no memory; under ds_alloc_mutex. */
 static bool ds_stage_nomem;
 
 /* Unmapped pages of a setup that did not happen: nothing to flush. */
@@ -192,9 +192,9 @@ void ds_stage_discard(enum ds_kind kind)
 {
 	int cpu;
 
-	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_held(&ds_alloc_mutex);
 
-	/* Only ds_hw_get(), under ds_mutex, sets a facility that is down up. */
+	/* Only ds_hw_get(), under ds_alloc_mutex, sets a facility that is down up. */
 	if (READ_ONCE(ds_facilities[kind].state) != DS_HW_DOWN)
 		return;
 	for_each_possible_cpu(cpu)
@@ -233,7 +233,7 @@ free_stages:
  */
 void ds_stage_prepare(enum ds_kind kind)
 {
-	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_held(&ds_alloc_mutex);
 
 	ds_stage_nomem = false;
 	if (READ_ONCE(ds_facilities[kind].state) != DS_HW_DOWN ||
@@ -292,7 +292,7 @@ static int ds_hw_setup(struct ds_facility *fac)
 {
 	int err;
 
-	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_held(&ds_alloc_mutex);
 	lockdep_assert_cpus_held();
 
 	err = ds_stage_map_all(fac->kind);
@@ -305,9 +305,9 @@ static int ds_hw_setup(struct ds_facility *fac)
 }
 
 /*
- * Needs neither ds_mutex nor the CPU hotplug lock: perf tears a lingering
+ * Needs neither ds_alloc_mutex nor the CPU hotplug lock: perf tears a lingering
  * setup down from its reservation, which may run under cpus_write_lock(),
- * and the linger's end takes only ds_mutex. The facility's state excludes
+ * and the linger's end takes only ds_alloc_mutex. The facility's state excludes
  * every other setup and teardown of it, and no tracer of its kind is
  * attached. A CPU coming online activates the half only if it sees
  * @fac->active, and it is in cpu_online_mask before it looks: with a full
@@ -330,12 +330,12 @@ static void ds_hw_teardown(struct ds_facility *fac)
 	lock_map_release(&ds_hw_teardown_map);
 }
 
-int ds_hw_get(struct ds_facility *fac)
+static int ds_hw_get(struct ds_facility *fac)
 {
 	enum ds_hw_state state;
 	int err = 0;
 
-	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_held(&ds_alloc_mutex);
 
 	spin_lock(&ds_perf_lock);
 	state = fac->state;
@@ -374,7 +374,7 @@ int ds_hw_get(struct ds_facility *fac)
 /* The last user leaves the resources set up for ds_hw_linger. */
 static void ds_hw_put(struct ds_facility *fac)
 {
-	lockdep_assert_held(&ds_mutex);
+	lockdep_assert_held(&ds_alloc_mutex);
 
 	spin_lock(&ds_perf_lock);
 	if (!--fac->users)
@@ -416,7 +416,7 @@ static void ds_hw_teardown_done(struct ds_facility *fac, bool perf_takes)
 }
 
 /*
- * End a lingering setup, if there still is one. Under ds_mutex, so that a
+ * End a lingering setup, if there still is one. Under ds_alloc_mutex, so that a
  * request that comes meanwhile waits for the teardown rather than fails.
  */
 VISIBLE_IF_KUNIT void ds_hw_end_linger(struct ds_facility *fac)
@@ -427,7 +427,7 @@ VISIBLE_IF_KUNIT void ds_hw_end_linger(struct ds_facility *fac)
 	 * No hotplug lock: ds_hw_teardown() copes with CPUs coming and
 	 * going, and the syscore ops with a suspend in the middle of it.
 	 */
-	mutex_lock(&ds_mutex);
+	mutex_lock(&ds_alloc_mutex);
 	spin_lock(&ds_perf_lock);
 	claimed = ds_hw_claim_teardown(fac);
 	spin_unlock(&ds_perf_lock);
@@ -435,7 +435,7 @@ VISIBLE_IF_KUNIT void ds_hw_end_linger(struct ds_facility *fac)
 		ds_hw_teardown(fac);
 		ds_hw_teardown_done(fac, false);
 	}
-	mutex_unlock(&ds_mutex);
+	mutex_unlock(&ds_alloc_mutex);
 }
 
 static void ds_hw_linger_fn(struct work_struct *work)
@@ -605,12 +605,12 @@ static void ds_cpu_halt(void *unused)
 static void ds_halt(void)
 {
 	/*
-	 * Under ds_mutex: a setup holds it until its arming IPIs are done,
+	 * Under ds_alloc_mutex: a setup holds it until its arming IPIs are done,
 	 * and the next one sees the flag in ds_hw_get().
 	 */
-	mutex_lock(&ds_mutex);
+	mutex_lock(&ds_alloc_mutex);
 	WRITE_ONCE(ds_halted, true);
-	mutex_unlock(&ds_mutex);
+	mutex_unlock(&ds_alloc_mutex);
 	/*
 	 * The flag, then the IPIs: a CPU that comes online meanwhile either
 	 * sees it or is in the mask on_each_cpu() reads. Pairs with the
@@ -784,7 +784,7 @@ static int __init ds_init(void)
 		/* Hard: the collection needs interrupts off, also on PREEMPT_RT. */
 		dc->collect_work = IRQ_WORK_INIT_HARD(ds_collect_work);
 	}
-	ds_probe();
+	ds_probe_caps();
 
 	/*
 	 * For good, not per setup: a threshold PMI may come after its half

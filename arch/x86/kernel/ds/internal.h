@@ -90,7 +90,7 @@ struct ds_tracer {
 	ds_notify_fn		notify;
 	void			*cookie;
 	ds_notify_fn		detached;
-	/* Written under ds_mutex, read anywhere. */
+	/* Written under ds_alloc_mutex, read anywhere. */
 	bool			attached;
 	bool			suspended;
 	/* Notification pause; set under @lock, cleared under both. */
@@ -137,7 +137,7 @@ struct ds_cpu {
 	void			*stage[DS_NR_KINDS];
 	unsigned long		stage_hw[DS_NR_KINDS];
 	size_t			stage_cap[DS_NR_KINDS];
-	/* The per-CPU tracers of this CPU, published under ds_mutex. */
+	/* The per-CPU tracers of this CPU, published under ds_alloc_mutex. */
 	struct ds_tracer __rcu	*cpu_tracer[DS_NR_KINDS];
 	/* The tracers the staging records belong to. */
 	struct ds_tracer	*loaded[DS_NR_KINDS];
@@ -173,13 +173,13 @@ struct ds_cpu {
 	struct irq_work		collect_work;
 };
 
-/* The published tracer pointers as their writers, under ds_mutex, see them. */
+/* The published tracer pointers as their writers, under ds_alloc_mutex, see them. */
 #define ds_dereference(p) \
-	rcu_dereference_protected(p, lockdep_is_held(&ds_mutex))
+	rcu_dereference_protected(p, lockdep_is_held(&ds_alloc_mutex))
 /* The setup of one facility's staging buffers and per-CPU activation. */
 enum ds_hw_state {
 	DS_HW_DOWN,		/* nothing set up; perf may reserve */
-	DS_HW_SETTING_UP,	/* for the first user, under ds_mutex */
+	DS_HW_SETTING_UP,	/* for the first user, under ds_alloc_mutex */
 	DS_HW_UP,		/* set up: users, or lingering without */
 	DS_HW_TEARING_DOWN,	/* by the linger's end or by perf */
 };
@@ -193,9 +193,9 @@ enum ds_hw_state {
  * @perf_waiters: reservations waiting for the linger's teardown; a request
  *		  that comes meanwhile is refused, so that the teardown's
  *		  end hands the half to perf rather than to whoever takes
- *		  ds_mutex first
+ *		  ds_alloc_mutex first
  * @active:	  the staging buffers exist and online CPUs use them; set
- *		  under ds_mutex, cleared by whoever tears down, see
+ *		  under ds_alloc_mutex, cleared by whoever tears down, see
  *		  ds_hw_teardown()
  * @linger_work:  ends a setup that has had no users for ds_hw_linger
  *
@@ -203,7 +203,7 @@ enum ds_hw_state {
  * allocator's tracers use the other, in the same save area, which
  * IA32_DS_AREA points at as long as either side uses a half (see
  * ds_area_get()). @users, @state, @perf_held and @perf_waiters are under
- * ds_perf_lock, @users under ds_mutex too.
+ * ds_perf_lock, @users under ds_alloc_mutex too.
  */
 struct ds_facility {
 	enum ds_kind		kind;
@@ -248,7 +248,7 @@ DECLARE_STATIC_CALL(ds_hw_flush, *((struct ds_hw_ops *)0)->flush);
 #ifdef CONFIG_X86_DS
 
 /* core.c */
-extern struct mutex ds_mutex;
+extern struct mutex ds_alloc_mutex;
 
 /* hw.c */
 DECLARE_PER_CPU(struct ds_cpu, ds_cpus);
@@ -274,7 +274,6 @@ void ds_buf_set_overflow(struct ds_tracer *tracer,
 void ds_tracer_sync(struct ds_tracer *tracer);
 
 /* hw.c */
-void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind);
 void ds_cpu_stop(struct ds_cpu *dc);
 void ds_cpu_start(struct ds_cpu *dc, struct task_struct *task);
 void ds_area_get(struct ds_cpu *dc, unsigned int user);
@@ -288,13 +287,12 @@ void ds_cpu_activate_ipi(void *info);
 void ds_cpu_deactivate_ipi(void *info);
 void ds_collect_work(struct irq_work *work);
 int ds_nmi_handler(unsigned int cmd, struct pt_regs *regs);
-void ds_probe(void);
+void ds_probe_caps(void);
 
 /* hw_setup.c */
 bool ds_hw_is_free(enum ds_kind kind);
 void ds_stage_discard(enum ds_kind kind);
 void ds_stage_prepare(enum ds_kind kind);
-int ds_hw_get(struct ds_facility *fac);
 int ds_hw_backend_start(struct ds_tracer *tracer);
 void ds_hw_backend_stop(struct ds_tracer *tracer);
 bool ds_perf_halted(void);

@@ -147,7 +147,7 @@ VISIBLE_IF_KUNIT void ds_msr_flush(unsigned long start, unsigned long end)
 	flush_tlb_kernel_range(start, end);
 }
 
-VISIBLE_IF_KUNIT const struct ds_hw_ops ds_msr_ops = {
+VISIBLE_IF_KUNIT const struct ds_hw_ops ds_msr_ops __maybe_unused = {
 	.probe		= ds_msr_probe,
 	.read_debugctl	= ds_msr_read_debugctl,
 	.write_debugctl	= ds_msr_write_debugctl,
@@ -175,7 +175,7 @@ DEFINE_STATIC_CALL(ds_hw_map, ds_msr_map);
 DEFINE_STATIC_CALL(ds_hw_unmap, ds_msr_unmap);
 DEFINE_STATIC_CALL(ds_hw_flush, ds_msr_flush);
 
-VISIBLE_IF_KUNIT void ds_hw_install(const struct ds_hw_ops *ops)
+VISIBLE_IF_KUNIT void __maybe_unused ds_hw_install(const struct ds_hw_ops *ops)
 {
 	static_call_update(ds_hw_probe, ops->probe);
 	static_call_update(ds_hw_read_debugctl, ops->read_debugctl);

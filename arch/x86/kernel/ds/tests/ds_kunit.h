@@ -91,7 +91,7 @@ enum ds_sim_slot_state {
 /* How long the reservation may take to start waiting, on a slow host. */
 #define DS_SIM_RESERVE_START	(10 * HZ)
 
-/* How long the request gets to queue up on ds_mutex. */
+/* How long the request gets to queue up on ds_alloc_mutex. */
 #define DS_SIM_REQUEST_QUEUE_MS	20
 
 /* Long enough for anything but a hung reservation. */

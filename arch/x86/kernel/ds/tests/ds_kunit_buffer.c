@@ -40,7 +40,7 @@ static int ds_test_read_geometry(void *arg)
 
 /*
  * The geometry of a task that is not running needs no global lock: read
- * while this case holds ds_mutex, it still comes. A tracer reading a
+ * while this case holds ds_alloc_mutex, it still comes. A tracer reading a
  * stopped tracee record by record asks for it at every record.
  */
 static void ds_test_geometry_unlocked(struct kunit *test)
@@ -62,10 +62,10 @@ static void ds_test_geometry_unlocked(struct kunit *test)
 		goto stop;
 	}
 
-	mutex_lock(&ds_mutex);
+	mutex_lock(&ds_alloc_mutex);
 	reader = kthread_run(ds_test_read_geometry, &r, "ds_test_reader");
 	done = IS_ERR(reader) ? 0 : wait_for_completion_timeout(&r.done, HZ);
-	mutex_unlock(&ds_mutex);
+	mutex_unlock(&ds_alloc_mutex);
 	if (!IS_ERR(reader) && !done)
 		wait_for_completion(&r.done);
 

@@ -77,7 +77,7 @@ static void ds_test_perf_refused(struct kunit *test)
  * perf reserves while the last hardware tracer's teardown runs: it must
  * wait until the slots are unmapped and IA32_DS_AREA is cleared, and then
  * get the Debug Store rather than be refused for its whole session, even
- * when a request queued on ds_mutex comes first after the teardown.
+ * when a request queued on ds_alloc_mutex comes first after the teardown.
  */
 static void ds_test_perf_during_teardown(struct kunit *test)
 {

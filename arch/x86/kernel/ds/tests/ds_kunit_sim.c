@@ -200,7 +200,7 @@ unsigned int ds_sim_perf_waiters(void)
 
 /*
  * In the middle of the teardown: a reservation must wait for its end, and
- * a request that queues up behind it on ds_mutex must not take the Debug
+ * a request that queues up behind it on ds_alloc_mutex must not take the Debug
  * Store from under the waiting reservation.
  */
 static void ds_sim_race_teardown(void)
@@ -466,16 +466,16 @@ void ds_test_install(struct ds_hw_caps caps)
 
 	/* The staging buffers' sizes follow the capabilities. */
 	ds_test_end_linger();
-	mutex_lock(&ds_mutex);
+	mutex_lock(&ds_alloc_mutex);
 	atomic_set(&ds_sim_pmis, 0);
 	ds_sim_caps = caps;
 	ds_hw_install(&ds_sim_ops);
-	ds_probe();
+	ds_probe_caps();
 	for_each_possible_cpu(cpu) {
 		per_cpu(ds_sim_debugctl, cpu) = DS_SIM_OTHER_BITS;
 		per_cpu(ds_sim_lvtpc, cpu) = DS_SIM_LVTPC_BEFORE;
 	}
-	mutex_unlock(&ds_mutex);
+	mutex_unlock(&ds_alloc_mutex);
 }
 
 const struct ds_hw_caps ds_test_full_caps = {
@@ -500,7 +500,7 @@ int ds_test_init(struct kunit *test)
 	 * detector has one from boot on), and its PMU paths then call
 	 * ds_perf_*() at any time, NMI included.
 	 */
-	mutex_lock(&ds_mutex);
+	mutex_lock(&ds_alloc_mutex);
 	if (ds_facilities[DS_BTS].perf_held || ds_facilities[DS_PEBS].perf_held)
 		busy = DS_TEST_PERF_BUSY;
 	else if (READ_ONCE(ds_facilities[DS_BTS].state) != DS_HW_DOWN ||
@@ -512,7 +512,7 @@ int ds_test_init(struct kunit *test)
 		dt->saved_emulated = ds_emulated;
 		WRITE_ONCE(ds_emulated, NULL);
 	}
-	mutex_unlock(&ds_mutex);
+	mutex_unlock(&ds_alloc_mutex);
 	if (busy)
 		kunit_skip(test, "%s", busy);
 
@@ -610,11 +610,11 @@ void ds_test_exit(struct kunit *test)
 
 	ds_test_expect_idle(test, dt);
 
-	mutex_lock(&ds_mutex);
+	mutex_lock(&ds_alloc_mutex);
 	ds_hw_install(&ds_msr_ops);
-	ds_probe();
+	ds_probe_caps();
 	WRITE_ONCE(ds_emulated, dt->saved_emulated);
-	mutex_unlock(&ds_mutex);
+	mutex_unlock(&ds_alloc_mutex);
 }
 
 /* --- a fake emulated backend --- */
