@@ -245,7 +245,77 @@ DECLARE_STATIC_CALL(ds_hw_map, *((struct ds_hw_ops *)0)->map);
 DECLARE_STATIC_CALL(ds_hw_unmap, *((struct ds_hw_ops *)0)->unmap);
 DECLARE_STATIC_CALL(ds_hw_flush, *((struct ds_hw_ops *)0)->flush);
 
+/**
+ * struct ds_backend - a software producer of Debug Store records
+ * @name:	 for messages
+ * @kinds:	 BIT(%DS_BTS): the kinds of record it writes
+ * @start:	 a task tracer was attached; process context, may sleep;
+ *		 an error fails the request
+ * @stop:	 the tracer is being detached (release or task exit); process
+ *		 context, may sleep; no record may be written afterwards
+ *
+ * Only per-task tracers use an emulated backend. The backend writes its
+ * records with ds_emulated_write_bts() while ds_tracer_recording() says so.
+ */
+struct ds_backend {
+	const char	*name;
+	unsigned int	kinds;
+	int		(*start)(struct ds_tracer *tracer);
+	void		(*stop)(struct ds_tracer *tracer);
+};
+
 #ifdef CONFIG_X86_DS
+
+/* The emulated backend (emulate.c) and the allocator. */
+/**
+ * ds_tracer_flags() - the %DS_KERNEL, %DS_USER, %DS_TIMESTAMPS flags
+ * @tracer: the handle
+ *
+ * Return: the flags of the request.
+ */
+unsigned int ds_tracer_flags(const struct ds_tracer *tracer);
+
+/**
+ * ds_register_backend() - register the emulated backend
+ * @backend: the backend; must stay valid until unregistered
+ *
+ * Context: process context, may sleep.
+ * Return: 0, -EINVAL (bad @backend), -EBUSY (one is registered already).
+ */
+int ds_register_backend(const struct ds_backend *backend);
+
+/**
+ * ds_unregister_backend() - unregister the emulated backend
+ * @backend: the registered backend
+ *
+ * Context: process context, may sleep.
+ * Return: 0, -EINVAL (@backend is not registered), -EBUSY (tracers use it).
+ */
+int ds_unregister_backend(const struct ds_backend *backend);
+
+/**
+ * ds_emulated_write_bts() - store a branch record for the emulated backend
+ * @task: the traced task, normally current
+ * @from: the address of the branch instruction
+ * @to:   the branch target
+ *
+ * Goes through the same overflow handling as collected hardware records.
+ *
+ * Context: any context but NMI.
+ * Return: 0 if stored, -ENOENT (@task has no emulated BTS tracer),
+ * -ENOSPC (not recording: suspended, paused, or buffer full in notify mode).
+ */
+int ds_emulated_write_bts(struct task_struct *task, u64 from, u64 to);
+
+/**
+ * ds_emulated_recording() - should the emulated backend step this task
+ * @task: the task, normally current
+ *
+ * Context: any context but NMI.
+ * Return: true if @task has an emulated BTS tracer that records now.
+ */
+bool ds_emulated_recording(struct task_struct *task);
+
 
 /* core.c */
 extern struct mutex ds_alloc_mutex;
