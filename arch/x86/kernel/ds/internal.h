@@ -316,7 +316,6 @@ int ds_emulated_write_bts(struct task_struct *task, u64 from, u64 to);
  */
 bool ds_emulated_recording(struct task_struct *task);
 
-
 /* core.c */
 extern struct mutex ds_alloc_mutex;
 
