@@ -890,7 +890,11 @@ def cmd_export(args):
            "GIT_COMMITTER_NAME": who, "GIT_COMMITTER_EMAIL": mail}
     # --base: the base is the unpacked Debian tarball's commit, not an
     # upstream one; the cover letter says which tarball and upstream version.
+    # An RFC until it has run on hardware and has a debugger user
+    # (patches/cover-letter says why); SUBJECT_PREFIX= overrides it.
+    prefix = os.environ.get("SUBJECT_PREFIX") or "RFC PATCH v2"
     git("format-patch", "-q", "--cover-letter", "--base=base", "--thread",
+        "--subject-prefix=" + prefix,
         "--stat=72", "--summary", "-o", out, "base.." + tip, env=env)
     cover = os.path.join(out, "0000-cover-letter.patch")
     with open(os.path.join(PATCHES, "cover-letter")) as f:
