@@ -111,8 +111,7 @@ static phys_addr_t ds_buf_phys(void *p)
 }
 
 /*
- * No flush of other CPUs, where perf's ds_update_cea() flushed every CPU
- * for each buffer it mapped: the slot is not present before, since every
+ * No flush of other CPUs: the slot is not present before, since every
  * unmap (ds_stage_free_all(), ds_perf_unmap_buffer()) is flushed on all
  * CPUs before its pages go, and x86 never caches a translation that is not
  * present (SDM vol. 3, 4.10.2.3). cea_set_pte() flushes this CPU's entry.
@@ -222,6 +221,12 @@ void *ds_perf_map_buffer(int cpu, enum ds_kind kind, void *buf, size_t size)
 	if (size > slot || !PAGE_ALIGNED(buf))
 		return NULL;
 	static_call(ds_hw_map)(cea, buf, size);
+	/*
+	 * ds_msr_map() says why no CPU can hold a stale entry here; perf
+	 * flushed every CPU anyway (ds_update_cea()), and still does, so
+	 * that moving its mapping here changes nothing it relies on.
+	 */
+	static_call(ds_hw_flush)((unsigned long)cea, (unsigned long)cea + size);
 	return cea;
 }
 

@@ -229,10 +229,14 @@ static void ds_test_perf_map(struct kunit *test)
 	cea = ds_perf_map_buffer(0, DS_PEBS, buf, PAGE_SIZE);
 	KUNIT_EXPECT_PTR_EQ(test, cea, (void *)slots->pebs_buffer);
 	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), mapped + 1);
+	/* Flushed after the mapping, as perf's own mapper did. */
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_flushes), 1);
+	KUNIT_EXPECT_EQ(test, ds_sim_flush_mapped, mapped + 1);
 	ds_perf_unmap_buffer(0, DS_PEBS, PAGE_SIZE);
 	KUNIT_EXPECT_EQ(test, atomic_long_read(&ds_sim_mapped), mapped);
 	/* perf frees the buffer next: flushed, exactly the slot. */
-	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_flushes), 1);
+	KUNIT_EXPECT_EQ(test, atomic_read(&ds_sim_flushes), 2);
+	KUNIT_EXPECT_EQ(test, ds_sim_flush_mapped, mapped);
 	KUNIT_EXPECT_EQ(test, ds_sim_flush_start,
 			(unsigned long)slots->pebs_buffer);
 	KUNIT_EXPECT_EQ(test, ds_sim_flush_end,
