@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Debug Store (BTS/PEBS) resource allocator: the in-kernel interface.
+ * Debug Store (BTS/PEBS): the in-kernel interface.
  *
  * One owner, arch/x86/kernel/ds/, drives IA32_DS_AREA and the BTS bits of
- * IA32_DEBUGCTL. Clients request Branch Trace Store buffers for a task or
- * for a CPU and get a handle back. PEBS records come from counters, which
- * perf owns: perf is the PEBS client, through the ds_perf_*() calls below.
- * See Documentation/arch/x86/debug-store.rst.
+ * IA32_DEBUGCTL. PEBS records come from counters, which perf owns: perf is
+ * the PEBS client, through the ds_perf_*() calls below.
+ *
+ * With CONFIG_X86_DS, the Debug Store resource allocator: clients request
+ * Branch Trace Store buffers for a task or for a CPU and get a handle
+ * back. See Documentation/arch/x86/debug-store.rst.
  */
 #ifndef _ASM_X86_DS_H
 #define _ASM_X86_DS_H

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Debug Store allocator internals, shared by the files of
+ * Debug Store internals, shared by the files of
  * arch/x86/kernel/ds/ and by its KUnit suites.
  */
 #ifndef _X86_KERNEL_DS_INTERNAL_H
@@ -480,9 +480,6 @@ extern unsigned long ds_hw_linger;
 extern unsigned int ds_nr_task_hw[DS_NR_KINDS];
 extern unsigned int ds_nr_cpu[DS_NR_KINDS];
 
-/* perf.c */
-extern const struct ds_hw_ops ds_msr_ops;
-
 /* buffer.c */
 void *ds_buffer_alloc(size_t size, gfp_t gfp);
 
@@ -502,6 +499,7 @@ int ds_reboot_notify(struct notifier_block *nb, unsigned long action,
 		     void *data);
 
 /* perf.c */
+extern const struct ds_hw_ops ds_msr_ops;
 void ds_msr_map(void *cea, void *buf, size_t size);
 void ds_msr_unmap(void *cea, size_t size);
 void ds_msr_flush(unsigned long start, unsigned long end);

@@ -695,9 +695,8 @@ FIXTURE_SETUP(diff)
 
 	ASSERT_LT(0, readlink("/proc/self/exe", self_path,
 			      sizeof(self_path) - 1));
-	ASSERT_EQ(0, access(argv[0], X_OK)) {
-		TH_LOG("%s: %m", argv[0]);
-	}
+	if (access(argv[0], X_OK))
+		SKIP(return, "%s: %m (install busybox for these cases)", argv[0]);
 	snprintf(self->what, sizeof(self->what), "%s %s",
 		 argv[0] == self_path ? "self" : "busybox",
 		 argv[0] == self_path ? argv[2] : argv[1]);
