@@ -557,18 +557,6 @@ VISIBLE_IF_KUNIT void ds_syscore_resume(void *unused)
 	arch_irq_work_raise();
 }
 
-VISIBLE_IF_KUNIT void ds_syscore_shutdown(void *unused);
-
-static const struct syscore_ops ds_syscore_ops = {
-	.suspend	= ds_syscore_suspend,
-	.resume		= ds_syscore_resume,
-	.shutdown	= ds_syscore_shutdown,
-};
-
-static struct syscore ds_syscore = {
-	.ops	= &ds_syscore_ops,
-};
-
 /* --- reboot, kexec and power off --- */
 
 /*
@@ -637,6 +625,16 @@ VISIBLE_IF_KUNIT void ds_syscore_shutdown(void *unused)
 	WRITE_ONCE(ds_halted, true);
 	ds_cpu_halt(NULL);
 }
+
+static const struct syscore_ops ds_syscore_ops = {
+	.suspend	= ds_syscore_suspend,
+	.resume		= ds_syscore_resume,
+	.shutdown	= ds_syscore_shutdown,
+};
+
+static struct syscore ds_syscore = {
+	.ops	= &ds_syscore_ops,
+};
 
 /* --- backends --- */
 
