@@ -30,43 +30,21 @@
 
 #define pr_fmt(fmt) "ds: " fmt
 
-#include <linux/bitfield.h>
-#include <linux/capability.h>
-#include <linux/cred.h>
 #include <linux/cpu.h>
-#include <linux/cpuhotplug.h>
 #include <linux/gfp.h>
 #include <linux/irq_work.h>
-#include <linux/mm.h>
 #include <linux/moduleparam.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/rcupdate.h>
-#include <linux/reboot.h>
 #include <linux/sched.h>
 #include <linux/sched/coredump.h>
-#include <linux/sched/mm.h>
 #include <linux/sched/task.h>
 #include <linux/slab.h>
-#include <linux/smp.h>
 #include <linux/spinlock.h>
-#include <linux/static_call.h>
-#include <linux/syscore_ops.h>
 #include <linux/timekeeping.h>
-#include <linux/vmalloc.h>
 
-#include <kunit/static_stub.h>
-
-#include <asm/apic.h>
-#include <asm/cpu_entry_area.h>
-#include <asm/debugreg.h>
 #include <asm/ds.h>
-#include <asm/intel_ds.h>
-#include <asm/local.h>
-#include <asm/msr.h>
-#include <asm/nmi.h>
-#include <asm/perf_event.h>
-#include <asm/tlbflush.h>
 
 #include "internal.h"
 
