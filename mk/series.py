@@ -44,8 +44,8 @@ Signed-off-by: of whoever runs it (git config user.name/user.email), a
 diffstat per patch, the cover letter from patches/cover-letter with the
 overall diffstat, shortlog and base (Debian tarball and upstream version;
 base-commit: is the tarball's commit in $BUILD/src), and To:/Cc: from
-get_maintainer.pl per patch, their union on the cover letter.  Nothing is
-sent.
+get_maintainer.pl per patch (people per patch, every list on every patch),
+their union on the cover letter.  Nothing is sent.
 """
 
 import argparse
@@ -826,13 +826,19 @@ def outgoing_chain(entries, chain, who, mail):
         kept = [l for l in message.rstrip("\n").split("\n")
                 if not re.match(r"Signed-off-by:\s*%s\s*<%s>\s*$" %
                                 (re.escape(e.author), re.escape(e.email)), l)]
+        while kept and not kept[-1].strip():
+            kept.pop()
         sob = "Signed-off-by: %s <%s>" % (who, mail)
         if sob not in kept:
             if not re.match(r"[A-Za-z-]+: ", kept[-1]):
                 kept.append("")
             kept.append(sob)
+        # Dated now, as the sender's mail would be, not with the entry's
+        # recorded date.
         env = dict(entry_env(e), GIT_AUTHOR_NAME=who, GIT_AUTHOR_EMAIL=mail,
                    GIT_COMMITTER_NAME=who, GIT_COMMITTER_EMAIL=mail)
+        env.pop("GIT_AUTHOR_DATE", None)
+        env.pop("GIT_COMMITTER_DATE", None)
         parent = git("commit-tree", tree_of(c), "-p", parent, env=env,
                      input="\n".join(kept) + "\n").stdout.strip()
         out.append(parent)
@@ -849,15 +855,19 @@ def recipients(patch):
     if res.returncode:
         raise SeriesError("get_maintainer.pl failed on %s:\n%s" %
                           (os.path.basename(patch), res.stderr))
-    to, cc = [], []
+    to, cc, lists = [], [], []
     for line in res.stdout.splitlines():
         m = re.match(r"(.*?<[^>]+>|\S+@\S+)\s*(?:\((.*)\))?$", line.strip())
         if not m:
             continue
         addr, role = m.group(1).strip(), m.group(2) or ""
-        (to if re.match(r"(maintainer|supporter|chief penguin)", role)
-         else cc).append(addr)
-    return to, cc
+        if re.match(r"(maintainer|supporter|chief penguin)", role):
+            to.append(addr)
+        elif "list" in role:
+            lists.append(addr)
+        else:
+            cc.append(addr)
+    return to, cc, lists
 
 
 def add_headers(path, to, cc):
@@ -911,17 +921,26 @@ def cmd_export(args):
     with open(cover, "w") as f:
         f.write(text)
     files = sorted(f for f in os.listdir(out) if f.endswith(".patch"))
-    union_to, union_cc = [], []
+    # People get the patches get_maintainer.pl names them for; every list
+    # any patch names gets the whole series, so that no list sees a thread
+    # with holes.
+    union_to, union_cc, union_lists = [], [], []
     table = []
+    per_patch = []
     for name in files:
         if name == "0000-cover-letter.patch":
             continue
-        to, cc = recipients(os.path.join(out, name))
-        add_headers(os.path.join(out, name), to, cc)
-        table.append((name, to, cc))
+        to, cc, lists = recipients(os.path.join(out, name))
+        per_patch.append((name, to, cc))
         union_to += [a for a in to if a not in union_to]
         union_cc += [a for a in cc if a not in union_cc]
-    union_cc = [a for a in union_cc if a not in union_to]
+        union_lists += [a for a in lists if a not in union_lists]
+    for name, to, cc in per_patch:
+        cc = cc + [a for a in union_lists if a not in to and a not in cc]
+        add_headers(os.path.join(out, name), to, cc)
+        table.append((name, to, cc))
+    union_cc = [a for a in dict.fromkeys(union_cc + union_lists)
+                if a not in union_to]
     add_headers(cover, union_to, union_cc)
     table.insert(0, ("0000-cover-letter.patch", union_to, union_cc))
     print("series: %s (From: %s <%s>; a dry run, nothing is sent)" %

@@ -264,7 +264,7 @@ static __u64 now_ns(void)
 /*
  * bts_sleep's nanosleep, sleep_ts in ptrace_bts_asm.S. Long enough that
  * its timer cannot expire before the task gets to schedule() (then it
- * would not sleep at all), as a 2 ms one did in a starved TCG guest.
+ * would not sleep at all), as a 2 ms one did in a busy virtual machine.
  */
 #define BTS_SLEEP_NS		50000000ULL
 
@@ -318,8 +318,9 @@ static void check_sched_trace(struct __test_metadata *_metadata,
 		 * The sleep's timer started after t0 and expires 2 ms later:
 		 * some arrival is the wake-up, at or after that. Nanoseconds
 		 * and a missing sleep both show here; a fixed bound on the
-		 * time off the CPU would not hold under TCG, where the way
-		 * from the timer's start to the switch can take milliseconds.
+		 * time off the CPU would not hold in a slow virtual machine,
+		 * where the way from the timer's start to the switch can take
+		 * milliseconds.
 		 */
 		if (departed && last >= t0 + BTS_SLEEP_NS)
 			woke = true;

@@ -150,8 +150,8 @@ static void icebp_routine(unsigned long unused)
 /*
  * Run bts_icebp in @pid from icebp_s, passing its SIGTRAPs on, each of
  * whose si_code goes to @codes; returns how many the handler counted, or
- * -1 if the CPU takes ICEBP for an undefined opcode (stock QEMU 7.2's TCG
- * does).
+ * -1 if the CPU takes ICEBP for an undefined opcode (some emulators do,
+ * QEMU's TCG up to at least 7.2).
  */
 static int run_icebp(struct __test_metadata *_metadata, pid_t pid,
 		     int codes[2])
