@@ -381,6 +381,8 @@ static struct ds_tracer *ds_request(enum ds_kind kind,
 		return tracer;
 	err = ds_attach(tracer, task, cpu, cfg->backend);
 	if (err) {
+		/* An attach undone at PF_EXITING may have queued a notification. */
+		irq_work_sync(&tracer->notify_work);
 		ds_tracer_free(tracer);
 		return ERR_PTR(err);
 	}

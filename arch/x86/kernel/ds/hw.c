@@ -277,7 +277,7 @@ void ds_area_get(struct ds_cpu *dc, unsigned int user)
 
 	if (!dc->area_users)
 		static_call(ds_hw_write_ds_area)(dc->area_hw);
-	dc->area_users |= user;
+	WRITE_ONCE(dc->area_users, dc->area_users | user);
 }
 
 void ds_area_put(struct ds_cpu *dc, unsigned int user)
@@ -286,7 +286,7 @@ void ds_area_put(struct ds_cpu *dc, unsigned int user)
 
 	if (!(dc->area_users & user))
 		return;
-	dc->area_users &= ~user;
+	WRITE_ONCE(dc->area_users, dc->area_users & ~user);
 	if (!dc->area_users)
 		static_call(ds_hw_write_ds_area)(0);
 }

@@ -213,6 +213,25 @@ free_stages:
 }
 
 /*
+ * perf's PT/LBR/BTS exclusivity: our BTS takes part as perf's own BTS
+ * event does, so that it never runs beside intel_pt or intel_bts on a CPU
+ * that cannot have both. Held while hardware BTS tracers are attached, not
+ * while the half lingers without them: intel_pt cannot end a linger.
+ */
+VISIBLE_IF_KUNIT int ds_hw_exclusive_get(enum ds_kind kind)
+{
+	KUNIT_STATIC_STUB_REDIRECT(ds_hw_exclusive_get, kind);
+	return kind == DS_BTS ? x86_perf_get_bts_exclusive() : 0;
+}
+
+VISIBLE_IF_KUNIT void ds_hw_exclusive_put(enum ds_kind kind)
+{
+	KUNIT_STATIC_STUB_REDIRECT(ds_hw_exclusive_put, kind);
+	if (kind == DS_BTS)
+		x86_perf_put_bts_exclusive();
+}
+
+/*
  * Allocate the staging pages of a facility that is down, for a request
  * that may set it up, before the CPU hotplug lock is taken: reclaim can
  * take a while, and hotplug need not wait for it. They are mapped only
@@ -227,6 +246,15 @@ void ds_stage_prepare(enum ds_kind kind)
 	if (READ_ONCE(ds_facilities[kind].state) != DS_HW_DOWN ||
 	    !ds_hw_is_free(kind) || READ_ONCE(ds_halted))
 		return;
+	/*
+	 * Not while an intel_pt or intel_bts event excludes BTS: the attach
+	 * would fail after all, and a request repeated meanwhile would
+	 * allocate and free the pages of every CPU each time. Only a hint,
+	 * ds_hw_backend_start() takes the exclusivity for real.
+	 */
+	if (ds_hw_exclusive_get(kind))
+		return;
+	ds_hw_exclusive_put(kind);
 	ds_stage_nomem = ds_stage_alloc_all(kind) == -ENOMEM;
 }
 
@@ -254,25 +282,6 @@ static int ds_stage_map_all(enum ds_kind kind)
 		ds_stage_map(cpu, kind);
 	}
 	return 0;
-}
-
-/*
- * perf's PT/LBR/BTS exclusivity: our BTS takes part as perf's own BTS
- * event does, so that it never runs beside intel_pt or intel_bts on a CPU
- * that cannot have both. Held while hardware BTS tracers are attached, not
- * while the half lingers without them: intel_pt cannot end a linger.
- */
-VISIBLE_IF_KUNIT int ds_hw_exclusive_get(enum ds_kind kind)
-{
-	KUNIT_STATIC_STUB_REDIRECT(ds_hw_exclusive_get, kind);
-	return kind == DS_BTS ? x86_perf_get_bts_exclusive() : 0;
-}
-
-VISIBLE_IF_KUNIT void ds_hw_exclusive_put(enum ds_kind kind)
-{
-	KUNIT_STATIC_STUB_REDIRECT(ds_hw_exclusive_put, kind);
-	if (kind == DS_BTS)
-		x86_perf_put_bts_exclusive();
 }
 
 /* A facility's first hardware tracer sets up its staging buffers. */
@@ -473,6 +482,13 @@ VISIBLE_IF_KUNIT int ds_cpu_online(unsigned int cpu)
 	enum ds_kind kind;
 
 	local_irq_disable();
+	/*
+	 * perf's starting callback may have loaded IA32_DS_AREA while perf
+	 * gave its last half back, after its release went past this CPU;
+	 * see ds_perf_release().
+	 */
+	if (!ds_perf_granted_any())
+		ds_area_put(this_cpu_ptr(&ds_cpus), DS_AREA_PERF);
 	ds_cpu_clear_inherited(this_cpu_ptr(&ds_cpus), cpu);
 	/* INIT dropped a PMI owed from before the CPU went offline. */
 	local_set(&this_cpu_ptr(&ds_cpus)->pmi_owed, 0);
@@ -747,6 +763,7 @@ bool ds_perf_holds(enum ds_kind kind)
 void ds_perf_release(enum ds_kind kind)
 {
 	struct ds_facility *fac = ds_perf_facility(kind);
+	int cpu;
 
 	if (!fac)
 		return;
@@ -754,6 +771,19 @@ void ds_perf_release(enum ds_kind kind)
 	WARN_ON_ONCE(!fac->perf_held);
 	fac->perf_held = false;
 	spin_unlock(&ds_perf_lock);
+
+	/*
+	 * perf gives IA32_DS_AREA up CPU by CPU, without the hotplug lock
+	 * (release_ds_buffers()). A CPU that came up behind it has loaded
+	 * the MSR again: unload it there, or ds_cpu_online() does once the
+	 * CPU gets that far.
+	 */
+	if (ds_perf_granted_any())
+		return;
+	for_each_online_cpu(cpu)
+		if (READ_ONCE(per_cpu(ds_cpus, cpu).area_users) & DS_AREA_PERF)
+			smp_call_function_single(cpu, ds_perf_unload_area,
+						 NULL, 1);
 }
 
 /* --- initialisation --- */
@@ -786,17 +816,26 @@ static int __init ds_init(void)
 		ret = register_nmi_handler(NMI_LOCAL, ds_nmi_handler,
 					   NMI_FLAG_FIRST, "ds");
 		if (ret)
-			return ret;
+			goto no_hardware;
 	}
 	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "x86/ds:online",
 				ds_cpu_online, ds_cpu_offline);
 	if (ret < 0)
-		return ret;
+		goto unregister_nmi;
 	register_syscore(&ds_syscore);
 	register_reboot_notifier(&ds_reboot_nb);
 	pr_info("BTS %s, PEBS %s\n", ds_caps.bts ? "available" : "absent",
 		ds_caps.pebs ? "available" : "absent");
 	return 0;
+
+unregister_nmi:
+	if (ds_caps.bts || ds_caps.pebs)
+		unregister_nmi_handler(NMI_LOCAL, "ds");
+no_hardware:
+	/* Without its threshold PMI or CPU callbacks, BTS would lose records. */
+	memset(&ds_caps, 0, sizeof(ds_caps));
+	pr_warn("no hardware tracing: %d\n", ret);
+	return ret;
 }
 arch_initcall(ds_init);
 

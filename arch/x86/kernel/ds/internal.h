@@ -156,7 +156,11 @@ struct ds_cpu {
 	 * collect. Written with interrupts disabled, read by the NMI handler.
 	 */
 	unsigned int		kinds;
-	/* Who needs IA32_DS_AREA pointing at @area_hw: see ds_area_get(). */
+	/*
+	 * Who needs IA32_DS_AREA pointing at @area_hw: see ds_area_get().
+	 * Written on this CPU with interrupts disabled; ds_perf_release()
+	 * reads it from other CPUs.
+	 */
 	unsigned int		area_users;
 	/* @kinds when the boot CPU went into suspend. */
 	unsigned int		resume_kinds;

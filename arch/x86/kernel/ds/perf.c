@@ -30,8 +30,12 @@
 static void ds_msr_probe(struct ds_hw_caps *caps)
 {
 	memset(caps, 0, sizeof(*caps));
-	/* percpu_setup_debug_store() maps the CEA slots on Intel only. */
+	/*
+	 * percpu_setup_debug_store() maps the CEA slots on Intel only, and
+	 * the threshold PMI needs a local APIC, as perf's PMU does.
+	 */
 	if (boot_cpu_data.x86_vendor != X86_VENDOR_INTEL ||
+	    !boot_cpu_has(X86_FEATURE_APIC) ||
 	    boot_cpu_data.x86 == DS_NETBURST_FAMILY ||
 	    !boot_cpu_has(X86_FEATURE_DTES64))
 		return;
