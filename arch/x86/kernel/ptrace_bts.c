@@ -49,9 +49,14 @@
 #include <asm/ptrace.h>
 #include <asm/ptrace-bts.h>
 
-/* The first version of struct ptrace_bts_config; the second adds backend. */
+/*
+ * The versions of struct ptrace_bts_config: the second adds backend, the
+ * third state, next and lost.
+ */
 #define PTRACE_BTS_CONFIG_SIZE_VER0	16
 #define PTRACE_BTS_CONFIG_SIZE_VER1	20
+#define PTRACE_BTS_CONFIG_SIZE_VER2	40
+#define PTRACE_BTS_READ_SIZE_VER0	40
 /* The largest struct ptrace_bts_config a tracer may pass. */
 #define PTRACE_BTS_CONFIG_SIZE_MAX	PAGE_SIZE
 #define PTRACE_BTS_O_MASK		(PTRACE_BTS_O_TRACE |		\
@@ -84,8 +89,13 @@ struct ptrace_bts {
 	struct work_struct	release_work;
 };
 
-/* Only __u32 members: no padding, one layout for 32-bit and 64-bit tracers. */
-static_assert(sizeof(struct ptrace_bts_config) == PTRACE_BTS_CONFIG_SIZE_VER1);
+/*
+ * No padding, and each __u64 at a multiple of 8: one layout for 32-bit
+ * and 64-bit tracers.
+ */
+static_assert(sizeof(struct ptrace_bts_config) == PTRACE_BTS_CONFIG_SIZE_VER2);
+static_assert(offsetof(struct ptrace_bts_config, next) == 24);
+static_assert(sizeof(struct ptrace_bts_read) == PTRACE_BTS_READ_SIZE_VER0);
 
 static struct workqueue_struct *ptrace_bts_wq;
 
@@ -542,6 +552,12 @@ static long ptrace_bts_status(struct task_struct *child, void __user *ucfg,
 			cfg.flags &= ~PTRACE_BTS_O_TRACE;
 		cfg.signal = pb->signal;
 		cfg.backend = pb->backend;
+		if (geom.status & DS_STATUS_PAUSED)
+			cfg.state |= PTRACE_BTS_S_PAUSED;
+		if (geom.status & DS_STATUS_DETACHED)
+			cfg.state |= PTRACE_BTS_S_STOPPED_EXEC;
+		cfg.next = geom.seq;
+		cfg.lost = geom.unwritten;
 	}
 	if (copy_to_user(ucfg, &cfg, min_t(unsigned long, len, sizeof(cfg))))
 		return -EFAULT;
@@ -598,7 +614,7 @@ static void ptrace_bts_convert(const struct ds_bts_record *rec, u32 tid,
 }
 
 /* Record @i, 0 the oldest, in the user's format. */
-static int ptrace_bts_read(struct ptrace_bts *pb, size_t i, u32 tid,
+static int ptrace_bts_read_one(struct ptrace_bts *pb, size_t i, u32 tid,
 			   struct bts_struct *out)
 {
 	struct ds_bts_record rec;
@@ -628,7 +644,7 @@ static long ptrace_bts_get_one(struct task_struct *child,
 	if (index >= geom.count)
 		return -EINVAL;
 	/* Index 0 is the newest record. */
-	err = ptrace_bts_read(pb, geom.count - 1 - index,
+	err = ptrace_bts_read_one(pb, geom.count - 1 - index,
 			      ptrace_bts_tid(child), &out);
 	if (err)
 		return err;
@@ -714,6 +730,107 @@ free_batch:
 	return err ?: geom.count;
 }
 
+/*
+ * Copy records from sequence number *@seq on into @ubuf, up to @max, in
+ * batches; *@seq becomes the number of the first one copied, *@next the
+ * number after the last. A batch that does not continue the one before
+ * (a running tracee's buffer wrapped meanwhile) ends the read.
+ */
+static long ptrace_bts_read_seq(struct ptrace_bts *pb, u32 tid, u64 *seq,
+				u64 *next, struct bts_struct __user *ubuf,
+				size_t max)
+{
+	struct ds_bts_record *raw;
+	struct bts_struct *batch;
+	size_t done = 0, i;
+	long err = 0;
+	ssize_t n;
+	u64 at;
+
+	batch = kmalloc_array(PTRACE_BTS_DRAIN_BATCH, sizeof(*batch),
+			      GFP_KERNEL);
+	if (!batch)
+		return -ENOMEM;
+	raw = kmalloc_array(PTRACE_BTS_DRAIN_BATCH, sizeof(*raw), GFP_KERNEL);
+	if (!raw) {
+		err = -ENOMEM;
+		goto free_batch;
+	}
+
+	*next = *seq;
+	while (done < max) {
+		at = *next;
+		n = ds_read_seq(pb->tracer, &at, raw,
+				min_t(size_t, max - done,
+				      PTRACE_BTS_DRAIN_BATCH) * sizeof(*raw));
+		if (n < 0) {
+			err = n;
+			goto free_raw;
+		}
+		if (!done)
+			*seq = *next = at;
+		if (!n || at != *next)
+			break;
+		for (i = 0; i < (size_t)n; i++)
+			ptrace_bts_convert(&raw[i], tid, &batch[i]);
+		if (copy_to_user(ubuf + done, batch, n * sizeof(*batch))) {
+			err = -EFAULT;
+			goto free_raw;
+		}
+		done += n;
+		*next += n;
+		cond_resched();
+	}
+	err = done;
+
+free_raw:
+	kfree(raw);
+free_batch:
+	kfree(batch);
+	return err;
+}
+
+static long ptrace_bts_read(struct task_struct *child, void __user *urd,
+			    unsigned long len)
+{
+	struct ptrace_bts *pb = ptrace_bts_get(child);
+	struct ptrace_bts_read rd;
+	struct ds_geometry geom;
+	long ret;
+
+	if (len < PTRACE_BTS_READ_SIZE_VER0)
+		return -EINVAL;
+	if (len > PTRACE_BTS_CONFIG_SIZE_MAX)
+		return -E2BIG;
+	ret = copy_struct_from_user(&rd, sizeof(rd), urd, len);
+	if (ret)
+		return ret;
+	if (rd.size < sizeof(struct bts_struct))
+		return -EINVAL;
+	ret = ptrace_bts_geometry(pb, &geom);
+	if (!ret)
+		ret = ptrace_bts_check_read(child, pb, &geom);
+	if (ret)
+		return ret;
+	if (rd.seq > geom.seq)
+		return -EINVAL;
+	rd.first = rd.next = rd.seq;
+	if (pb) {
+		ret = ptrace_bts_read_seq(pb, ptrace_bts_tid(child), &rd.first,
+					  &rd.next, u64_to_user_ptr(rd.buf),
+					  min_t(u64, rd.size / sizeof(struct bts_struct),
+						SIZE_MAX));
+		if (ret < 0)
+			return ret;
+	}
+	if (put_user(rd.first, (u64 __user *)(urd +
+			offsetof(struct ptrace_bts_read, first))) ||
+	    put_user(rd.next, (u64 __user *)(urd +
+			offsetof(struct ptrace_bts_read, next))))
+		return -EFAULT;
+	return ret;
+}
+
 long ptrace_bts_request(struct task_struct *child, long request,
 			void __user *addr, unsigned long data)
 {
@@ -730,6 +847,8 @@ long ptrace_bts_request(struct task_struct *child, long request,
 		return ptrace_bts_clear(child);
 	case PTRACE_BTS_DRAIN:
 		return ptrace_bts_drain(child, addr, data);
+	case PTRACE_BTS_READ:
+		return ptrace_bts_read(child, addr, data);
 	default:
 		return -EIO;
 	}

@@ -210,6 +210,14 @@ struct ds_config {
  *		 from its threshold interrupt until the collection restarts
  *		 BTS (interrupts disabled: user mode resumes only after it)
  * @status:	 %DS_STATUS_* bits
+ * @seq:	 records written since the request, the sequence number the
+ *		 next one gets: the @count records held are numbered
+ *		 @seq - @count to @seq - 1, oldest first. Neither ds_clear()
+ *		 nor a resume resets it.
+ * @unwritten:	 records dropped without being written since the request:
+ *		 at a full buffer in notify mode, and as @lost counts them
+ *		 for a full staging buffer. Overwritten records are not in
+ *		 it; they are the numbers below @seq - @count.
  */
 struct ds_geometry {
 	enum ds_backend_id	backend;
@@ -220,6 +228,8 @@ struct ds_geometry {
 	size_t			threshold;
 	u64			lost;
 	unsigned int		status;
+	u64			seq;
+	u64			unwritten;
 };
 
 #ifdef CONFIG_X86_DS
@@ -380,6 +390,30 @@ ssize_t ds_read_record(struct ds_tracer *tracer, size_t i, void *buf,
  */
 ssize_t ds_read_records(struct ds_tracer *tracer, size_t first, void *buf,
 			size_t size);
+
+/**
+ * ds_read_seq() - copy records by their sequence number
+ * @tracer: the handle
+ * @seq:    in: the first sequence number wanted; out: the number of the
+ *	    first record copied, which is larger where the records wanted
+ *	    were overwritten, drained or cleared
+ * @buf:    destination
+ * @size:   bytes available at @buf
+ *
+ * Copies the records numbered *@seq on, oldest first, while they exist
+ * and fit in @size, at most a page of them per call, in one snapshot: a
+ * reader that asks again from *@seq plus the number copied misses nothing
+ * that was not overwritten or cleared meanwhile, and sees when it was.
+ * Does not collect, as ds_read_record(). See &struct ds_geometry for the
+ * numbering.
+ *
+ * Context: any context but NMI.
+ * Return: the number of records copied (0 when *@seq is the next number),
+ * or -EINVAL (bad handle, *@seq beyond the next number, @size below one
+ * record).
+ */
+ssize_t ds_read_seq(struct ds_tracer *tracer, u64 *seq, void *buf,
+		    size_t size);
 
 /**
  * ds_hw_present() - does the CPU's Debug Store record @kind
@@ -555,6 +589,12 @@ static inline ssize_t ds_read_record(struct ds_tracer *tracer, size_t i,
 
 static inline ssize_t ds_read_records(struct ds_tracer *tracer, size_t first,
 				      void *buf, size_t size)
+{
+	return -EOPNOTSUPP;
+}
+
+static inline ssize_t ds_read_seq(struct ds_tracer *tracer, u64 *seq,
+				  void *buf, size_t size)
 {
 	return -EOPNOTSUPP;
 }

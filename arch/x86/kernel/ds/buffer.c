@@ -60,6 +60,7 @@ void ds_buf_append(struct ds_tracer *tracer, const void *src, size_t n)
 		    tracer->overflow == DS_OVERFLOW_NOTIFY) {
 			/* Keep what the client has not seen: drop the rest. */
 			tracer->lost += n;
+			tracer->unwritten += n;
 			break;
 		}
 		if (tracer->count < tracer->capacity)
@@ -68,6 +69,7 @@ void ds_buf_append(struct ds_tracer *tracer, const void *src, size_t n)
 			tracer->lost++;
 		memcpy(tracer->buf + tracer->head * tracer->rec_size, src,
 		       tracer->rec_size);
+		tracer->seq++;
 		if (++tracer->head == tracer->capacity)
 			tracer->head = 0;
 	}
@@ -291,6 +293,8 @@ static void ds_geometry_fill(struct ds_tracer *tracer,
 	geom->count = tracer->count;
 	geom->index = tracer->head;
 	geom->lost = tracer->lost;
+	geom->seq = tracer->seq;
+	geom->unwritten = tracer->unwritten;
 	geom->status = ds_status(tracer);
 	raw_spin_unlock_irqrestore(&tracer->lock, flags);
 }
@@ -426,6 +430,31 @@ ssize_t ds_read_records(struct ds_tracer *tracer, size_t first, void *buf,
 	return n;
 }
 EXPORT_SYMBOL_GPL(ds_read_records);
+
+ssize_t ds_read_seq(struct ds_tracer *tracer, u64 *seq, void *buf,
+		    size_t size)
+{
+	unsigned long flags;
+	u64 oldest;
+	size_t n;
+
+	if (IS_ERR_OR_NULL(tracer) || !seq || !buf || size < tracer->rec_size)
+		return -EINVAL;
+
+	n = min_t(size_t, size, PAGE_SIZE) / tracer->rec_size;
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	/* The records held are numbered @seq - @count to @seq - 1. */
+	oldest = tracer->seq - tracer->count;
+	if (*seq > tracer->seq) {
+		raw_spin_unlock_irqrestore(&tracer->lock, flags);
+		return -EINVAL;
+	}
+	*seq = max(*seq, oldest);
+	n = ds_buf_copy(tracer, *seq - oldest, buf, n);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	return n;
+}
+EXPORT_SYMBOL_GPL(ds_read_seq);
 
 bool ds_tracer_recording(const struct ds_tracer *tracer)
 {

@@ -153,6 +153,7 @@ static void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)
 		 */
 		if (index >= part->absmax) {
 			tracer->lost++;
+			tracer->unwritten++;
 			WRITE_ONCE(tracer->dropped, true);
 		}
 		raw_spin_unlock(&tracer->lock);

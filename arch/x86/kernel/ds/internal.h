@@ -107,6 +107,8 @@ struct ds_tracer {
 	size_t			threshold;	/* notify at, records; 0: wrap */
 	u64			lost;		/* since the last clear */
 	bool			dropped;	/* a staging buffer filled: @lost approximate */
+	u64			seq;		/* records written since the request */
+	u64			unwritten;	/* dropped unwritten since the request */
 
 	/*
 	 * Locked-memory charge: the requester's user (referenced) bears it

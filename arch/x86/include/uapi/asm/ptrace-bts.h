@@ -43,8 +43,9 @@
  *	Fill min(len, sizeof(*cfg)) bytes: buffer size in bytes (whole
  *	records; 0 when not configured), the O_TRACE/O_SCHED/O_SIGNAL flags,
  *	signal (0 without O_SIGNAL), bts_size = sizeof(struct bts_struct),
- *	and the backend in use (0 when not configured). Returns the size of
- *	the kernel's struct ptrace_bts_config.
+ *	the backend in use (0 when not configured), the PTRACE_BTS_S_* state,
+ *	the next record's sequence number and the records lost. Returns the
+ *	size of the kernel's struct ptrace_bts_config.
  * ptrace(PTRACE_BTS_SIZE, pid, 0, 0)
  *	Returns the number of records available. SIZE, GET and DRAIN ask
  *	CONFIG's dumpable rule at every request: EPERM while the tracee is
@@ -60,6 +61,16 @@
  *	Copy all records, oldest first, into buf, then drop them (and resume
  *	tracing paused by O_SIGNAL). EINVAL if len cannot hold SIZE records;
  *	nothing is dropped on error. Returns the number of records copied.
+ * ptrace(PTRACE_BTS_READ, pid, struct ptrace_bts_read *rd, size_t len)
+ *	Copy the records numbered rd->seq on, oldest first, into rd->buf, as
+ *	many as rd->size bytes hold, without dropping them; set rd->first to
+ *	the number of the first record copied and rd->next to the number
+ *	after the last one. rd->first above rd->seq means the records between
+ *	were overwritten, drained or cleared. len below the 40-byte struct is
+ *	EINVAL, unknown non-zero tail bytes E2BIG; rd->seq above the number
+ *	the next record gets (STATUS's next) or rd->size below one record is
+ *	EINVAL. The dumpable rule of SIZE applies. Returns the number of
+ *	records copied.
  */
 #define PTRACE_BTS_CONFIG	40
 #define PTRACE_BTS_STATUS	41
@@ -67,6 +78,7 @@
 #define PTRACE_BTS_GET		43
 #define PTRACE_BTS_CLEAR	44
 #define PTRACE_BTS_DRAIN	45
+#define PTRACE_BTS_READ		46
 
 /**
  * struct ptrace_bts_config - PTRACE_BTS_CONFIG and PTRACE_BTS_STATUS argument
@@ -84,10 +96,21 @@
  * @backend:	PTRACE_BTS_BACKEND_*. CONFIG: the backend to trace with.
  *		STATUS: the backend that records, PTRACE_BTS_BACKEND_HARDWARE
  *		or PTRACE_BTS_BACKEND_EMULATED, 0 when not configured.
+ * @state:	STATUS: PTRACE_BTS_S_* bits; ignored by CONFIG.
+ * @next:	STATUS: the sequence number the next record gets, the
+ *		number of records written since the allocation; the records
+ *		held are numbered @next - SIZE to @next - 1. Ignored by
+ *		CONFIG.
+ * @lost:	STATUS: records dropped without being written since the
+ *		allocation, with PTRACE_BTS_O_SIGNAL at a full buffer and
+ *		where the hardware could not store them. Overwritten
+ *		records are not counted: they are the numbers below
+ *		@next - SIZE. Ignored by CONFIG.
  *
  * The first 16 bytes are the original layout, without @backend: CONFIG
  * reads a 16-byte struct as one with @backend PTRACE_BTS_BACKEND_ANY.
- * The layout is the same for 32-bit and 64-bit tracers.
+ * The 20-byte layout has no @state, @next and @lost. The layout is the
+ * same for 32-bit and 64-bit tracers.
  */
 struct ptrace_bts_config {
 	__u32	size;
@@ -95,6 +118,37 @@ struct ptrace_bts_config {
 	__u32	signal;
 	__u32	bts_size;
 	__u32	backend;
+	__u32	state;
+	__u64	next;
+	__u64	lost;
+};
+
+/* Tracing paused by PTRACE_BTS_O_SIGNAL at a full buffer. */
+#define PTRACE_BTS_S_PAUSED		0x1
+/*
+ * Tracing stopped at an execve() of an image the tracee's user may not
+ * read (a set-user-ID program); the records of the images before stay.
+ */
+#define PTRACE_BTS_S_STOPPED_EXEC	0x2
+
+/**
+ * struct ptrace_bts_read - PTRACE_BTS_READ argument
+ * @seq:	the sequence number of the first record wanted: 0 for all
+ *		that are held, the last read's @next for what came since
+ * @buf:	the user address of an array of struct bts_struct
+ * @size:	its size in bytes
+ * @first:	out: the sequence number of buf[0], or @next when nothing
+ *		was copied; above @seq where records were lost to the reader
+ * @next:	out: the sequence number after the last record copied
+ *
+ * The layout is the same for 32-bit and 64-bit tracers.
+ */
+struct ptrace_bts_read {
+	__u64	seq;
+	__u64	buf;
+	__u64	size;
+	__u64	first;
+	__u64	next;
 };
 
 /*

@@ -160,6 +160,63 @@ static void ds_test_read_records(struct kunit *test)
 					      sizeof(recs[0]) - 1), -EINVAL);
 }
 
+/*
+ * Sequence numbers: the records held are numbered up to the count of
+ * records written, across wrap-around and clear; a read from a number that
+ * is gone starts at the oldest held and says so.
+ */
+static void ds_test_read_seq(struct kunit *test)
+{
+	struct ds_config cfg = ds_test_cfg(8 * DS_BTS_RECORD_SIZE);
+	struct ds_tracer *tracer = ds_test_task(test, &cfg);
+	struct ds_bts_record recs[10];
+	struct ds_geometry geom;
+	u64 seq;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(tracer));
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.seq, 0);
+	seq = 0;
+	KUNIT_EXPECT_EQ(test, ds_read_seq(tracer, &seq, recs, sizeof(recs)), 0);
+	KUNIT_EXPECT_EQ(test, seq, 0);
+
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 0, 13), 13);
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.seq, 13);
+	KUNIT_EXPECT_EQ(test, geom.unwritten, 0);
+	/* 0..4 were overwritten: the read starts at 5. */
+	seq = 2;
+	KUNIT_EXPECT_EQ(test, ds_read_seq(tracer, &seq, recs, sizeof(recs)), 8);
+	KUNIT_EXPECT_EQ(test, seq, 5);
+	KUNIT_EXPECT_EQ(test, recs[0].from, DS_TEST_FROM + 5);
+	KUNIT_EXPECT_EQ(test, recs[7].from, DS_TEST_FROM + 12);
+	seq = 11;
+	KUNIT_EXPECT_EQ(test, ds_read_seq(tracer, &seq, recs, sizeof(recs)), 2);
+	KUNIT_EXPECT_EQ(test, seq, 11);
+	KUNIT_EXPECT_EQ(test, recs[0].from, DS_TEST_FROM + 11);
+	seq = 13;
+	KUNIT_EXPECT_EQ(test, ds_read_seq(tracer, &seq, recs, sizeof(recs)), 0);
+	seq = 14;
+	KUNIT_EXPECT_EQ(test, ds_read_seq(tracer, &seq, recs, sizeof(recs)),
+			-EINVAL);
+	seq = 5;
+	KUNIT_EXPECT_EQ(test, ds_read_seq(tracer, &seq, recs,
+					  sizeof(recs[0]) - 1), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ds_read_seq(tracer, NULL, recs, sizeof(recs)),
+			-EINVAL);
+
+	/* A clear drops the records, not their numbers. */
+	KUNIT_EXPECT_EQ(test, ds_clear(tracer), 0);
+	KUNIT_EXPECT_EQ(test, ds_sim_run(tracer, 20, 2), 2);
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.count, 2);
+	KUNIT_EXPECT_EQ(test, geom.seq, 15);
+	seq = 5;
+	KUNIT_EXPECT_EQ(test, ds_read_seq(tracer, &seq, recs, sizeof(recs)), 2);
+	KUNIT_EXPECT_EQ(test, seq, 13);
+	KUNIT_EXPECT_EQ(test, recs[0].from, DS_TEST_FROM + 20);
+}
+
 /* A user mm of its own, as a requester that is not the kthread. */
 static void ds_test_use_mm(struct kunit *test, struct mm_struct **mmp)
 {
@@ -263,6 +320,9 @@ static void ds_test_notify_clear(struct kunit *test)
 	geom = ds_test_geom(test, tracer);
 	KUNIT_EXPECT_EQ(test, geom.count, 4);
 	KUNIT_EXPECT_EQ(test, geom.lost, 2);
+	/* Dropped, not overwritten: no number, but counted as unwritten. */
+	KUNIT_EXPECT_EQ(test, geom.seq, 4);
+	KUNIT_EXPECT_EQ(test, geom.unwritten, 2);
 	KUNIT_EXPECT_EQ(test, dt->notified, 1);
 	ds_test_expect_branch(test, tracer, 3, 3);
 
@@ -272,6 +332,8 @@ static void ds_test_notify_clear(struct kunit *test)
 	geom = ds_test_geom(test, tracer);
 	KUNIT_EXPECT_EQ(test, geom.count, 1);
 	KUNIT_EXPECT_EQ(test, geom.lost, 0);
+	KUNIT_EXPECT_EQ(test, geom.seq, 5);
+	KUNIT_EXPECT_EQ(test, geom.unwritten, 2);
 }
 
 /* --- suspend and resume --- */
@@ -507,6 +569,7 @@ static struct kunit_case ds_test_buffer_cases[] = {
 	KUNIT_CASE(ds_test_geometry_unlocked),
 	KUNIT_CASE(ds_test_wrap_order),
 	KUNIT_CASE(ds_test_read_records),
+	KUNIT_CASE(ds_test_read_seq),
 	KUNIT_CASE(ds_test_caller_buffer),
 	KUNIT_CASE(ds_test_clear),
 	KUNIT_CASE(ds_test_notify_pause_resume),
