@@ -615,7 +615,7 @@ static void ptrace_bts_convert(const struct ds_bts_record *rec, u32 tid,
 
 /* Record @i, 0 the oldest, in the user's format. */
 static int ptrace_bts_read_one(struct ptrace_bts *pb, size_t i, u32 tid,
-			   struct bts_struct *out)
+			       struct bts_struct *out)
 {
 	struct ds_bts_record rec;
 	ssize_t ret;
@@ -645,7 +645,7 @@ static long ptrace_bts_get_one(struct task_struct *child,
 		return -EINVAL;
 	/* Index 0 is the newest record. */
 	err = ptrace_bts_read_one(pb, geom.count - 1 - index,
-			      ptrace_bts_tid(child), &out);
+				  ptrace_bts_tid(child), &out);
 	if (err)
 		return err;
 	if (copy_to_user(urec, &out, sizeof(out)))
@@ -814,7 +814,8 @@ static long ptrace_bts_read(struct task_struct *child, void __user *urd,
 		return ret;
 	if (rd.seq > geom.seq)
 		return -EINVAL;
-	rd.first = rd.next = rd.seq;
+	rd.first = rd.seq;
+	rd.next = rd.seq;
 	if (pb) {
 		ret = ptrace_bts_read_seq(pb, ptrace_bts_tid(child), &rd.first,
 					  &rd.next, u64_to_user_ptr(rd.buf),
