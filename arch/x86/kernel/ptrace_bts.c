@@ -56,7 +56,7 @@
 #define PTRACE_BTS_CONFIG_SIZE_VER0	16
 #define PTRACE_BTS_CONFIG_SIZE_VER1	20
 #define PTRACE_BTS_CONFIG_SIZE_VER2	40
-#define PTRACE_BTS_READ_SIZE_VER0	40
+#define PTRACE_BTS_READ_SIZE_VER0	56
 /* The largest struct ptrace_bts_config a tracer may pass. */
 #define PTRACE_BTS_CONFIG_SIZE_MAX	PAGE_SIZE
 #define PTRACE_BTS_O_MASK		(PTRACE_BTS_O_TRACE |		\
@@ -77,12 +77,16 @@
  * @backend:	  %PTRACE_BTS_BACKEND_HARDWARE or %PTRACE_BTS_BACKEND_EMULATED
  * @mm:		  the tracee's image at the allocation (grabbed), whose
  *		  dumpable state stays readable after the tracee leaves it
+ * @seq_base:	  the tracer's sequence numbers are the allocator's plus
+ *		  this: a new allocation for a traced thread goes on from the
+ *		  old one's next number, skipping one
  * @release_work: deferred release after __ptrace_unlink()
  */
 struct ptrace_bts {
 	struct ds_tracer	*tracer;
 	struct task_struct	*task;
 	struct mm_struct	*mm;
+	u64			seq_base;
 	u32			flags;
 	u32			signal;
 	u32			backend;
@@ -96,6 +100,7 @@ struct ptrace_bts {
 static_assert(sizeof(struct ptrace_bts_config) == PTRACE_BTS_CONFIG_SIZE_VER2);
 static_assert(offsetof(struct ptrace_bts_config, next) == 24);
 static_assert(sizeof(struct ptrace_bts_read) == PTRACE_BTS_READ_SIZE_VER0);
+static_assert(offsetof(struct ptrace_bts_read, lost) == 40);
 
 static struct workqueue_struct *ptrace_bts_wq;
 
@@ -321,6 +326,31 @@ static int ptrace_bts_backend(struct ds_tracer *tracer, u32 *backend)
 	return 0;
 }
 
+static int ptrace_bts_geometry(struct ptrace_bts *pb, struct ds_geometry *geom)
+{
+	if (!pb) {
+		memset(geom, 0, sizeof(*geom));
+		return 0;
+	}
+	return ds_get_geometry(pb->tracer, geom);
+}
+
+/* Where a new allocation's numbers start: after the old one's, or at 0. */
+static int ptrace_bts_next_base(struct task_struct *child, u64 *base)
+{
+	struct ptrace_bts *pb = ptrace_bts_get(child);
+	struct ds_geometry geom;
+	int err;
+
+	*base = 0;
+	if (!pb)
+		return 0;
+	err = ds_get_geometry(pb->tracer, &geom);
+	if (!err)
+		*base = pb->seq_base + geom.seq + 1;
+	return err;
+}
+
 static struct ds_tracer *ptrace_bts_request_ds(struct task_struct *child,
 					       const struct ds_config *dcfg)
 {
@@ -342,6 +372,7 @@ static int ptrace_bts_alloc(struct task_struct *child,
 	struct ds_config dcfg;
 	struct ptrace_bts *pb;
 	int err, refusal;
+	u64 seq_base;
 
 	if (!cfg->size || cfg->size > DS_MAX_BUFFER_SIZE)
 		return -EINVAL;
@@ -349,7 +380,13 @@ static int ptrace_bts_alloc(struct task_struct *child,
 	err = ptrace_bts_choose(child, cfg->backend, &backend, &refusal);
 	if (err)
 		return err;
-	/* The old records go; so does their charge, before the new one. */
+	/*
+	 * The old records go; so does their charge, before the new one. Their
+	 * numbers do not come back: a reader of the old trace sees a gap.
+	 */
+	err = ptrace_bts_next_base(child, &seq_base);
+	if (err)
+		return err;
 	ptrace_bts_release(child);
 	mm = get_task_mm(child);
 	if (!mm)
@@ -366,6 +403,7 @@ static int ptrace_bts_alloc(struct task_struct *child,
 	pb->task = get_task_struct(child);
 	mmgrab(mm);
 	pb->mm = mm;
+	pb->seq_base = seq_base;
 
 	ptrace_bts_ds_config(pb, cfg, &dcfg);
 	dcfg.backend = backend;
@@ -393,15 +431,6 @@ free_pb:
 put_mm:
 	mmput(mm);
 	return err;
-}
-
-static int ptrace_bts_geometry(struct ptrace_bts *pb, struct ds_geometry *geom)
-{
-	if (!pb) {
-		memset(geom, 0, sizeof(*geom));
-		return 0;
-	}
-	return ds_get_geometry(pb->tracer, geom);
 }
 
 /* Change the flags of the existing buffer; the records stay. */
@@ -531,6 +560,33 @@ static int ptrace_bts_config(struct task_struct *child,
 
 /* --- reading --- */
 
+/*
+ * The state, the next sequence number and the drops, as the tracer sees
+ * them. The number of branches the tracee took is the trace's: only a
+ * tracer that may read the trace learns it.
+ */
+static void ptrace_bts_position(struct task_struct *child,
+				struct ptrace_bts *pb,
+				const struct ds_geometry *geom, u32 *state,
+				u64 *next, u64 *lost)
+{
+	*state = 0;
+	*next = 0;
+	*lost = 0;
+	if (!pb)
+		return;
+	if (geom->status & DS_STATUS_PAUSED)
+		*state |= PTRACE_BTS_S_PAUSED;
+	if (geom->status & DS_STATUS_DETACHED)
+		*state |= PTRACE_BTS_S_STOPPED_EXEC;
+	if (ptrace_bts_check_read(child, pb, geom)) {
+		*state |= PTRACE_BTS_S_UNREADABLE;
+		return;
+	}
+	*next = pb->seq_base + geom->seq;
+	*lost = geom->unwritten;
+}
+
 static long ptrace_bts_status(struct task_struct *child, void __user *ucfg,
 			      unsigned long len)
 {
@@ -552,12 +608,8 @@ static long ptrace_bts_status(struct task_struct *child, void __user *ucfg,
 			cfg.flags &= ~PTRACE_BTS_O_TRACE;
 		cfg.signal = pb->signal;
 		cfg.backend = pb->backend;
-		if (geom.status & DS_STATUS_PAUSED)
-			cfg.state |= PTRACE_BTS_S_PAUSED;
-		if (geom.status & DS_STATUS_DETACHED)
-			cfg.state |= PTRACE_BTS_S_STOPPED_EXEC;
-		cfg.next = geom.seq;
-		cfg.lost = geom.unwritten;
+		ptrace_bts_position(child, pb, &geom, &cfg.state, &cfg.next,
+				    &cfg.lost);
 	}
 	if (copy_to_user(ucfg, &cfg, min_t(unsigned long, len, sizeof(cfg))))
 		return -EFAULT;
@@ -796,6 +848,8 @@ static long ptrace_bts_read(struct task_struct *child, void __user *urd,
 	struct ptrace_bts *pb = ptrace_bts_get(child);
 	struct ptrace_bts_read rd;
 	struct ds_geometry geom;
+	u64 next, seq;
+	size_t max;
 	long ret;
 
 	if (len < PTRACE_BTS_READ_SIZE_VER0)
@@ -805,29 +859,41 @@ static long ptrace_bts_read(struct task_struct *child, void __user *urd,
 	ret = copy_struct_from_user(&rd, sizeof(rd), urd, len);
 	if (ret)
 		return ret;
-	if (rd.size < sizeof(struct bts_struct))
-		return -EINVAL;
 	ret = ptrace_bts_geometry(pb, &geom);
 	if (!ret)
 		ret = ptrace_bts_check_read(child, pb, &geom);
 	if (ret)
 		return ret;
-	if (rd.seq > geom.seq)
+	if (rd.size < sizeof(struct bts_struct) || rd.__reserved)
 		return -EINVAL;
+	/* An i386 kernel's pointers have 32 bits. */
+	if (rd.buf != (unsigned long)rd.buf)
+		return -EFAULT;
+	ptrace_bts_position(child, pb, &geom, &rd.state, &next, &rd.lost);
+	if (rd.seq > next)
+		return -ERANGE;
+
 	rd.first = rd.seq;
 	rd.next = rd.seq;
-	if (pb) {
-		ret = ptrace_bts_read_seq(pb, ptrace_bts_tid(child), &rd.first,
-					  &rd.next, u64_to_user_ptr(rd.buf),
-					  min_t(u64, rd.size / sizeof(struct bts_struct),
-						SIZE_MAX));
+	if (pb && rd.seq < next) {
+		/* Numbers below the base are an older allocation's: gone. */
+		seq = rd.seq > pb->seq_base ? rd.seq - pb->seq_base : 0;
+		/* Clamped before dividing: no 64-bit division on i386. */
+		max = (size_t)min_t(u64, rd.size, SIZE_MAX) /
+		      sizeof(struct bts_struct);
+		ret = ptrace_bts_read_seq(pb, ptrace_bts_tid(child), &seq,
+					  &next, u64_to_user_ptr(rd.buf), max);
 		if (ret < 0)
 			return ret;
+		rd.first = pb->seq_base + seq;
+		rd.next = pb->seq_base + next;
+	} else {
+		rd.first = next;
+		rd.next = next;
 	}
-	if (put_user(rd.first, (u64 __user *)(urd +
-			offsetof(struct ptrace_bts_read, first))) ||
-	    put_user(rd.next, (u64 __user *)(urd +
-			offsetof(struct ptrace_bts_read, next))))
+	if (copy_to_user(urd + offsetof(struct ptrace_bts_read, first),
+			 &rd.first, sizeof(rd) -
+			 offsetof(struct ptrace_bts_read, first)))
 		return -EFAULT;
 	return ret;
 }

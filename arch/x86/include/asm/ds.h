@@ -210,10 +210,13 @@ struct ds_config {
  *		 from its threshold interrupt until the collection restarts
  *		 BTS (interrupts disabled: user mode resumes only after it)
  * @status:	 %DS_STATUS_* bits
- * @seq:	 records written since the request, the sequence number the
- *		 next one gets: the @count records held are numbered
+ * @seq:	 the sequence number the next record gets, counted from 0 at
+ *		 the request: the @count records held are numbered
  *		 @seq - @count to @seq - 1, oldest first. Neither ds_clear()
- *		 nor a resume resets it.
+ *		 nor a resume resets it. A clear after a notification paused
+ *		 the tracer or records were dropped at a full buffer skips a
+ *		 number, so that the gap shows; records a full staging
+ *		 buffer dropped do not.
  * @unwritten:	 records dropped without being written since the request:
  *		 at a full buffer in notify mode, and as @lost counts them
  *		 for a full staging buffer. Overwritten records are not in

@@ -46,6 +46,7 @@ static void ds_buf_check_threshold(struct ds_tracer *tracer, size_t before)
 	    before >= tracer->threshold || tracer->count < tracer->threshold)
 		return;
 	WRITE_ONCE(tracer->paused, true);
+	tracer->gap = true;
 	irq_work_queue(&tracer->notify_work);
 }
 
@@ -61,6 +62,7 @@ void ds_buf_append(struct ds_tracer *tracer, const void *src, size_t n)
 			/* Keep what the client has not seen: drop the rest. */
 			tracer->lost += n;
 			tracer->unwritten += n;
+			tracer->gap = true;
 			break;
 		}
 		if (tracer->count < tracer->capacity)
@@ -98,6 +100,14 @@ void ds_buf_reset(struct ds_tracer *tracer)
 	tracer->head = 0;
 	tracer->count = 0;
 	tracer->lost = 0;
+	/*
+	 * Branches were dropped, or not recorded while paused, after the
+	 * records the reset drops: no record is held, so a number can be
+	 * skipped, and a reader sees the gap.
+	 */
+	if (tracer->gap)
+		tracer->seq++;
+	tracer->gap = false;
 	WRITE_ONCE(tracer->dropped, false);
 	WRITE_ONCE(tracer->paused, false);
 }

@@ -109,6 +109,7 @@ struct ds_tracer {
 	bool			dropped;	/* a staging buffer filled: @lost approximate */
 	u64			seq;		/* records written since the request */
 	u64			unwritten;	/* dropped unwritten since the request */
+	bool			gap;		/* paused or dropped since the last reset */
 
 	/*
 	 * Locked-memory charge: the requester's user (referenced) bears it

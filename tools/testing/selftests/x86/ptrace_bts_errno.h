@@ -29,7 +29,7 @@
 #define BTS_TRACE_ALLOC		(PTRACE_BTS_O_TRACE | PTRACE_BTS_O_ALLOC)
 /* The request numbers around the PTRACE_BTS_* block. */
 #define PTRACE_BTS_FIRST	PTRACE_BTS_CONFIG
-#define PTRACE_BTS_LAST		PTRACE_BTS_DRAIN
+#define PTRACE_BTS_LAST		PTRACE_BTS_READ
 
 /* perf's policy for the hardware backend, and the dumpable rule */
 #ifndef CAP_PERFMON

@@ -84,6 +84,8 @@ static void tracee_resume_to_stop(pid_t pid, int step)
 static void reads_fail(pid_t pid, int err, int step)
 {
 	struct bts_struct buf[DUMPABLE_RECORDS];
+	struct ptrace_bts_config cfg;
+	struct ptrace_bts_read rd;
 	unsigned long word;
 
 	errno = 0;
@@ -95,6 +97,16 @@ static void reads_fail(pid_t pid, int err, int step)
 	errno = 0;
 	TRACER_CHECK(sys_ptrace(PTRACE_BTS_DRAIN, pid, buf, sizeof(buf)) == -1 &&
 		     errno == err, step + 2, "DRAIN: %s", strerror(errno));
+	memset(&rd, 0, sizeof(rd));
+	rd.buf = (unsigned long)buf;
+	rd.size = sizeof(buf);
+	errno = 0;
+	TRACER_CHECK(sys_ptrace(PTRACE_BTS_READ, pid, &rd, sizeof(rd)) == -1 &&
+		     errno == err, step + 2, "READ: %s", strerror(errno));
+	TRACER_CHECK(sys_ptrace(PTRACE_BTS_STATUS, pid, &cfg, sizeof(cfg)) > 0 &&
+		     (cfg.state & PTRACE_BTS_S_UNREADABLE) && !cfg.next,
+		     step + 2, "STATUS: state %#x, next %llu", cfg.state,
+		     (unsigned long long)cfg.next);
 	errno = 0;
 	TRACER_CHECK(sys_ptrace(PTRACE_PEEKDATA, pid, &dumpable_sink,
 				(unsigned long)&word) == -1 && errno == EIO,

@@ -67,9 +67,13 @@
 #include "ptrace_bts_util.h"
 
 #define BTS_REC			sizeof(struct bts_struct)
-/* The first struct ptrace_bts_config, without backend; and today's. */
+/*
+ * The first struct ptrace_bts_config, without backend; the second, without
+ * state, next and lost; and today's.
+ */
 #define BTS_CONFIG_SIZE_VER0	16
 #define BTS_CONFIG_SIZE_VER1	20
+#define BTS_CONFIG_SIZE_VER2	40
 /* The kernel's per-buffer cap, DS_MAX_BUFFER_SIZE. */
 #define BTS_MAX_BUFFER		(4u << 20)
 #define BTS_MAX_RECORDS		(BTS_MAX_BUFFER / BTS_REC)
@@ -156,7 +160,7 @@ static inline void get_status(struct __test_metadata *_metadata, pid_t pid,
 			      struct ptrace_bts_config *cfg)
 {
 	memset(cfg, 0xa5, sizeof(*cfg));
-	ASSERT_EQ(BTS_CONFIG_SIZE_VER1,
+	ASSERT_EQ(BTS_CONFIG_SIZE_VER2,
 		  sys_ptrace(PTRACE_BTS_STATUS, pid, cfg, sizeof(*cfg))) {
 		TH_LOG("PTRACE_BTS_STATUS: %m");
 	}

@@ -12,7 +12,6 @@
 #define _GNU_SOURCE
 #include "ptrace_bts_harness.h"
 
-#define BTS_CONFIG_SIZE_VER2	40
 #define BTS_READ_SIZE		sizeof(struct ptrace_bts_read)
 
 static long bts_read(pid_t pid, __u64 seq, struct bts_struct *buf, long n,
@@ -38,8 +37,9 @@ TEST(struct_layouts)
 	EXPECT_EQ(BTS_CONFIG_SIZE_VER2, sizeof(struct ptrace_bts_config));
 	EXPECT_EQ(24, offsetof(struct ptrace_bts_config, next));
 	EXPECT_EQ(32, offsetof(struct ptrace_bts_config, lost));
-	EXPECT_EQ(40, sizeof(struct ptrace_bts_read));
+	EXPECT_EQ(56, sizeof(struct ptrace_bts_read));
 	EXPECT_EQ(24, offsetof(struct ptrace_bts_read, first));
+	EXPECT_EQ(40, offsetof(struct ptrace_bts_read, lost));
 }
 
 /* Everything held, oldest first, numbered from 0; the same as a DRAIN. */
@@ -190,7 +190,37 @@ TEST_F(bts, read_after_clear)
 	EXPECT_EQ(4, rd.next);
 	EXPECT_EQ(0, bts_read(self->pid, 4, rec, 8, &rd));
 	EXPECT_EQ(-1, bts_read(self->pid, 5, rec, 8, &rd));
-	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(ERANGE, errno);
+}
+
+/*
+ * A new allocation goes on numbering after the old trace, one number
+ * skipped: a reader of the old trace sees a gap, not old numbers that mean
+ * new records.
+ */
+TEST_F(bts, read_after_realloc)
+{
+	struct bts_struct rec[8];
+	struct ptrace_bts_config cfg;
+	struct ptrace_bts_read rd;
+
+	self->pid = start_traced(_metadata, bts_jmp, jmp_s, 8);
+	cont_to(_metadata, self->pid, 0, jmp_e);
+	ASSERT_EQ(4, bts_size(self->pid));
+	ASSERT_EQ(0, bts_config(_metadata, self->pid, 8 * BTS_REC,
+				BTS_TRACE_ALLOC, 0));
+	bts_status(_metadata, self->pid, &cfg);
+	EXPECT_EQ(5, cfg.next);
+	EXPECT_EQ(0, bts_read(self->pid, 4, rec, 8, &rd));
+	EXPECT_EQ(5, rd.first);
+	EXPECT_EQ(5, rd.next);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_POKEUSR, self->pid, (void *)REGS_IP_OFF,
+				(unsigned long)jmp_s));
+	cont_to(_metadata, self->pid, 0, jmp_e);
+	EXPECT_EQ(4, bts_read(self->pid, 4, rec, 8, &rd));
+	EXPECT_EQ(5, rd.first);
+	EXPECT_EQ(9, rd.next);
+	check_records(_metadata, rec, 4, jmp_trace, 4);
 }
 
 TEST_F(bts, read_errors)
@@ -219,6 +249,9 @@ TEST_F(bts, read_errors)
 	EXPECT_EQ(-1, bts_read(self->pid, 0, rec, 0, &rd));
 	EXPECT_EQ(EINVAL, errno);
 	EXPECT_EQ(-1, bts_read(self->pid, 5, rec, 8, &rd));
+	EXPECT_EQ(ERANGE, errno);
+	rd.__reserved = 1;
+	EXPECT_EQ(-1, sys_ptrace(PTRACE_BTS_READ, self->pid, &rd, sizeof(rd)));
 	EXPECT_EQ(EINVAL, errno);
 	EXPECT_EQ(-1, bts_read(self->pid, 0, (void *)8, 8, &rd));
 	EXPECT_EQ(EFAULT, errno);
@@ -241,7 +274,7 @@ TEST_F(bts, read_unconfigured)
 	EXPECT_EQ(0, rd.first);
 	EXPECT_EQ(0, rd.next);
 	EXPECT_EQ(-1, bts_read(self->pid, 1, rec, 2, &rd));
-	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(ERANGE, errno);
 	bts_status(_metadata, self->pid, &cfg);
 	EXPECT_EQ(0, cfg.next);
 	EXPECT_EQ(0, cfg.lost);
@@ -271,8 +304,9 @@ TEST_F(bts, status_old_sizes)
 }
 
 /*
- * With PTRACE_BTS_O_SIGNAL a full buffer pauses tracing, which STATUS
- * says until a DRAIN; nothing beyond the buffer was written.
+ * With PTRACE_BTS_O_SIGNAL a full buffer pauses tracing, which STATUS and
+ * READ say until a DRAIN. The branches not recorded meanwhile are a gap in
+ * the numbers: the DRAIN skips one.
  */
 TEST_F(bts, status_paused)
 {
@@ -290,12 +324,18 @@ TEST_F(bts, status_paused)
 	EXPECT_EQ(4, bts_read(self->pid, 0, rec, 4, &rd));
 	EXPECT_EQ(0, rd.first);
 	EXPECT_EQ(4, rd.next);
+	EXPECT_EQ(PTRACE_BTS_S_PAUSED, rd.state);
+	EXPECT_EQ(cfg.lost, rd.lost);
 	/* A READ does not resume; a DRAIN does. */
 	bts_status(_metadata, self->pid, &cfg);
 	EXPECT_EQ(PTRACE_BTS_S_PAUSED, cfg.state);
 	EXPECT_EQ(4, sys_ptrace(PTRACE_BTS_DRAIN, self->pid, rec, sizeof(rec)));
 	bts_status(_metadata, self->pid, &cfg);
 	EXPECT_EQ(0, cfg.state);
+	EXPECT_EQ(5, cfg.next);
+	EXPECT_EQ(0, bts_read(self->pid, 4, rec, 4, &rd));
+	EXPECT_EQ(5, rd.first);
+	EXPECT_EQ(0, rd.state);
 }
 
 TEST_HARNESS_MAIN

@@ -256,20 +256,20 @@ TEST_F(bts, status_len)
 {
 	static const unsigned long lens[] = {
 		0, sizeof(__u32), BTS_CONFIG_SIZE_VER0, BTS_CONFIG_SIZE_VER1,
-		2 * BTS_CONFIG_SIZE_VER1,
+		BTS_CONFIG_SIZE_VER2, 2 * BTS_CONFIG_SIZE_VER2,
 	};
-	unsigned char buf[2 * BTS_CONFIG_SIZE_VER1];
+	unsigned char buf[2 * BTS_CONFIG_SIZE_VER2];
 	struct ptrace_bts_config *cfg = (void *)buf;
 	int i, j;
 
 	self->pid = spawn_jmp(_metadata);
 	ASSERT_EQ(0, bts_config(_metadata, self->pid, 8 * BTS_REC,
 				BTS_TRACE_ALLOC, 0));
-	EXPECT_EQ(BTS_CONFIG_SIZE_VER1,
+	EXPECT_EQ(BTS_CONFIG_SIZE_VER2,
 		  sys_ptrace(PTRACE_BTS_STATUS, self->pid, NULL, 0));
 	for (i = 0; i < ARRAY_SIZE(lens); i++) {
 		memset(buf, 0xa5, sizeof(buf));
-		ASSERT_EQ(BTS_CONFIG_SIZE_VER1,
+		ASSERT_EQ(BTS_CONFIG_SIZE_VER2,
 			  sys_ptrace(PTRACE_BTS_STATUS, self->pid, buf,
 				     lens[i]));
 		if (lens[i] >= sizeof(__u32))
@@ -278,8 +278,10 @@ TEST_F(bts, status_len)
 			EXPECT_EQ(BTS_REC, cfg->bts_size);
 		if (lens[i] >= BTS_CONFIG_SIZE_VER1)
 			EXPECT_NE(PTRACE_BTS_BACKEND_ANY, cfg->backend);
-		for (j = lens[i] < BTS_CONFIG_SIZE_VER1 ? lens[i] :
-			 BTS_CONFIG_SIZE_VER1; j < sizeof(buf); j++) {
+		if (lens[i] >= BTS_CONFIG_SIZE_VER2)
+			EXPECT_EQ(0, cfg->next);
+		for (j = lens[i] < BTS_CONFIG_SIZE_VER2 ? lens[i] :
+			 BTS_CONFIG_SIZE_VER2; j < sizeof(buf); j++) {
 			EXPECT_EQ(0xa5, buf[j]) {
 				TH_LOG("len %lu: byte %d written", lens[i], j);
 			}
@@ -290,7 +292,7 @@ TEST_F(bts, status_len)
 /* A tracer built against the 16-byte struct works as it always did. */
 TEST_F(bts, config_status_ver0)
 {
-	unsigned char buf[BTS_CONFIG_SIZE_VER1];
+	unsigned char buf[BTS_CONFIG_SIZE_VER2];
 	struct ptrace_bts_config *cfg = (void *)buf;
 	int i;
 
@@ -306,7 +308,7 @@ TEST_F(bts, config_status_ver0)
 	}
 	check_backend(_metadata, self->pid);
 	memset(buf, 0xa5, sizeof(buf));
-	EXPECT_EQ(BTS_CONFIG_SIZE_VER1,
+	EXPECT_EQ(BTS_CONFIG_SIZE_VER2,
 		  sys_ptrace(PTRACE_BTS_STATUS, self->pid, buf,
 			     BTS_CONFIG_SIZE_VER0));
 	EXPECT_EQ(8 * BTS_REC, cfg->size);
@@ -328,10 +330,11 @@ TEST_F(bts, bad_request)
 	EXPECT_EQ(43, PTRACE_BTS_GET);
 	EXPECT_EQ(44, PTRACE_BTS_CLEAR);
 	EXPECT_EQ(45, PTRACE_BTS_DRAIN);
+	EXPECT_EQ(46, PTRACE_BTS_READ);
 	self->pid = spawn(_metadata, run_routine, (unsigned long)bts_jmp, 0);
 	EXPECT_EQ(-1, sys_ptrace(39, self->pid, NULL, 0));
 	EXPECT_EQ(EIO, errno);
-	EXPECT_EQ(-1, sys_ptrace(46, self->pid, NULL, 0));
+	EXPECT_EQ(-1, sys_ptrace(47, self->pid, NULL, 0));
 	EXPECT_EQ(EIO, errno);
 }
 

@@ -64,13 +64,13 @@
  * ptrace(PTRACE_BTS_READ, pid, struct ptrace_bts_read *rd, size_t len)
  *	Copy the records numbered rd->seq on, oldest first, into rd->buf, as
  *	many as rd->size bytes hold, without dropping them; set rd->first to
- *	the number of the first record copied and rd->next to the number
- *	after the last one. rd->first above rd->seq means the records between
- *	were overwritten, drained or cleared. len below the 40-byte struct is
- *	EINVAL, unknown non-zero tail bytes E2BIG; rd->seq above the number
- *	the next record gets (STATUS's next) or rd->size below one record is
- *	EINVAL. The dumpable rule of SIZE applies. Returns the number of
- *	records copied.
+ *	the number of the first record copied, rd->next to the number after
+ *	the last one, and rd->lost and rd->state as STATUS would. rd->first
+ *	above rd->seq means the records between are gone. The dumpable rule
+ *	of SIZE applies (EPERM). len below the 56-byte struct, or rd->size
+ *	below one record, is EINVAL; unknown non-zero tail bytes E2BIG;
+ *	rd->seq above the number the next record gets (STATUS's next)
+ *	ERANGE. Returns the number of records copied.
  */
 #define PTRACE_BTS_CONFIG	40
 #define PTRACE_BTS_STATUS	41
@@ -97,15 +97,16 @@
  *		STATUS: the backend that records, PTRACE_BTS_BACKEND_HARDWARE
  *		or PTRACE_BTS_BACKEND_EMULATED, 0 when not configured.
  * @state:	STATUS: PTRACE_BTS_S_* bits; ignored by CONFIG.
- * @next:	STATUS: the sequence number the next record gets, the
- *		number of records written since the allocation; the records
- *		held are numbered @next - SIZE to @next - 1. Ignored by
+ * @next:	STATUS: the sequence number the next record gets; the
+ *		records held are numbered @next - SIZE to @next - 1. 0 when
+ *		not configured, or with %PTRACE_BTS_S_UNREADABLE. Ignored by
  *		CONFIG.
- * @lost:	STATUS: records dropped without being written since the
- *		allocation, with PTRACE_BTS_O_SIGNAL at a full buffer and
- *		where the hardware could not store them. Overwritten
+ * @lost:	STATUS: drops since the allocation: records dropped at a
+ *		full buffer with PTRACE_BTS_O_SIGNAL, plus one each time the
+ *		hardware had to drop records it could not store. Overwritten
  *		records are not counted: they are the numbers below
- *		@next - SIZE. Ignored by CONFIG.
+ *		@next - SIZE. 0 with %PTRACE_BTS_S_UNREADABLE. Ignored by
+ *		CONFIG.
  *
  * The first 16 bytes are the original layout, without @backend: CONFIG
  * reads a 16-byte struct as one with @backend PTRACE_BTS_BACKEND_ANY.
@@ -130,6 +131,11 @@ struct ptrace_bts_config {
  * read (a set-user-ID program); the records of the images before stay.
  */
 #define PTRACE_BTS_S_STOPPED_EXEC	0x2
+/*
+ * The tracer may not read the trace now (the dumpable rule of
+ * PTRACE_BTS_SIZE): @next and @lost are 0.
+ */
+#define PTRACE_BTS_S_UNREADABLE		0x4
 
 /**
  * struct ptrace_bts_read - PTRACE_BTS_READ argument
@@ -140,6 +146,9 @@ struct ptrace_bts_config {
  * @first:	out: the sequence number of buf[0], or @next when nothing
  *		was copied; above @seq where records were lost to the reader
  * @next:	out: the sequence number after the last record copied
+ * @lost:	out: as &struct ptrace_bts_config.lost, at the read
+ * @state:	out: as &struct ptrace_bts_config.state, at the read
+ * @__reserved:	zero
  *
  * The layout is the same for 32-bit and 64-bit tracers.
  */
@@ -149,6 +158,9 @@ struct ptrace_bts_read {
 	__u64	size;
 	__u64	first;
 	__u64	next;
+	__u64	lost;
+	__u32	state;
+	__u32	__reserved;
 };
 
 /*

@@ -548,9 +548,13 @@ static void ds_test_stage_full_lost(struct kunit *test)
 	geom = ds_test_geom(test, tracer);
 	KUNIT_EXPECT_EQ(test, geom.count, DS_TEST_STAGE_RECORDS);
 	KUNIT_EXPECT_EQ(test, geom.lost, 1);
+	KUNIT_EXPECT_EQ(test, geom.unwritten, 1);
+	KUNIT_EXPECT_EQ(test, geom.seq, DS_TEST_STAGE_RECORDS);
 	KUNIT_EXPECT_EQ(test, geom.status, DS_STATUS_DROPPED);
 	KUNIT_EXPECT_EQ(test, ds_clear(tracer), 0);
-	KUNIT_EXPECT_EQ(test, ds_test_geom(test, tracer).status, 0);
+	geom = ds_test_geom(test, tracer);
+	KUNIT_EXPECT_EQ(test, geom.status, 0);
+	KUNIT_EXPECT_EQ(test, geom.unwritten, 1);
 }
 
 /*
