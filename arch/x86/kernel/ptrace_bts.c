@@ -57,7 +57,7 @@
 #define PTRACE_BTS_CONFIG_SIZE_VER1	20
 #define PTRACE_BTS_CONFIG_SIZE_VER2	40
 #define PTRACE_BTS_READ_SIZE_VER0	56
-/* The largest struct ptrace_bts_config a tracer may pass. */
+/* The largest size-versioned argument a tracer may pass. */
 #define PTRACE_BTS_CONFIG_SIZE_MAX	PAGE_SIZE
 #define PTRACE_BTS_O_MASK		(PTRACE_BTS_O_TRACE |		\
 					 PTRACE_BTS_O_SCHED |		\
@@ -518,17 +518,29 @@ static int ptrace_bts_check_read(struct task_struct *child,
 	return ok ? 0 : -EPERM;
 }
 
+/*
+ * A size-versioned argument: at least @min bytes, at most a page, and the
+ * bytes beyond what this kernel knows zero (copy_struct_from_user()).
+ */
+static int ptrace_bts_copy_arg(void *dst, size_t size,
+			       const void __user *src, unsigned long len,
+			       size_t min)
+{
+	if (len < min)
+		return -EINVAL;
+	if (len > PTRACE_BTS_CONFIG_SIZE_MAX)
+		return -E2BIG;
+	return copy_struct_from_user(dst, size, src, len);
+}
+
 static int ptrace_bts_config(struct task_struct *child,
 			     const void __user *ucfg, unsigned long len)
 {
 	struct ptrace_bts_config cfg;
 	int err;
 
-	if (len < PTRACE_BTS_CONFIG_SIZE_VER0)
-		return -EINVAL;
-	if (len > PTRACE_BTS_CONFIG_SIZE_MAX)
-		return -E2BIG;
-	err = copy_struct_from_user(&cfg, sizeof(cfg), ucfg, len);
+	err = ptrace_bts_copy_arg(&cfg, sizeof(cfg), ucfg, len,
+				  PTRACE_BTS_CONFIG_SIZE_VER0);
 	if (err)
 		return err;
 	if (cfg.flags & ~PTRACE_BTS_O_MASK)
@@ -713,76 +725,6 @@ static long ptrace_bts_clear(struct task_struct *child)
 }
 
 /*
- * Copy records [first, first + n) to @ubuf, oldest first, through @raw and
- * @batch, both of PTRACE_BTS_DRAIN_BATCH records.
- */
-static int ptrace_bts_copy(struct ptrace_bts *pb, struct ds_bts_record *raw,
-			   struct bts_struct *batch, size_t first, size_t n,
-			   u32 tid, struct bts_struct __user *ubuf)
-{
-	ssize_t got;
-	size_t i;
-
-	got = ds_read_records(pb->tracer, first, raw, n * sizeof(*raw));
-	if (got < 0)
-		return got;
-	/* The tracee is stopped: the records counted are all there. */
-	if (got != n)
-		return -EINVAL;
-	for (i = 0; i < n; i++)
-		ptrace_bts_convert(&raw[i], tid, &batch[i]);
-	if (copy_to_user(ubuf, batch, n * sizeof(*batch)))
-		return -EFAULT;
-	return 0;
-}
-
-static long ptrace_bts_drain(struct task_struct *child,
-			     struct bts_struct __user *ubuf, unsigned long len)
-{
-	struct ptrace_bts *pb = ptrace_bts_get(child);
-	u32 tid = ptrace_bts_tid(child);
-	struct ds_bts_record *raw;
-	struct bts_struct *batch;
-	struct ds_geometry geom;
-	size_t done, n;
-	int err;
-
-	err = ptrace_bts_geometry(pb, &geom);
-	if (!err)
-		err = ptrace_bts_check_read(child, pb, &geom);
-	if (err || !geom.count)
-		return err;
-	if (len / sizeof(struct bts_struct) < geom.count)
-		return -EINVAL;
-	batch = kmalloc_array(PTRACE_BTS_DRAIN_BATCH, sizeof(*batch),
-			      GFP_KERNEL);
-	if (!batch)
-		return -ENOMEM;
-	raw = kmalloc_array(PTRACE_BTS_DRAIN_BATCH, sizeof(*raw), GFP_KERNEL);
-	if (!raw) {
-		err = -ENOMEM;
-		goto free_batch;
-	}
-
-	for (done = 0; done < geom.count; done += n) {
-		n = min(geom.count - done, PTRACE_BTS_DRAIN_BATCH);
-		err = ptrace_bts_copy(pb, raw, batch, done, n, tid,
-				      ubuf + done);
-		if (err)
-			goto free_raw;
-		cond_resched();
-	}
-	/* The tracee is stopped: nothing was added since the geometry. */
-	err = ds_clear(pb->tracer);
-
-free_raw:
-	kfree(raw);
-free_batch:
-	kfree(batch);
-	return err ?: geom.count;
-}
-
-/*
  * Copy records from sequence number *@seq on into @ubuf, up to @max, in
  * batches; *@seq becomes the number of the first one copied, *@next the
  * number after the last. A batch that does not continue the one before
@@ -842,6 +784,34 @@ free_batch:
 	return err;
 }
 
+static long ptrace_bts_drain(struct task_struct *child,
+			     struct bts_struct __user *ubuf, unsigned long len)
+{
+	struct ptrace_bts *pb = ptrace_bts_get(child);
+	struct ds_geometry geom;
+	u64 seq, next;
+	long n;
+	int err;
+
+	err = ptrace_bts_geometry(pb, &geom);
+	if (!err)
+		err = ptrace_bts_check_read(child, pb, &geom);
+	if (err || !geom.count)
+		return err;
+	if (len / sizeof(struct bts_struct) < geom.count)
+		return -EINVAL;
+	seq = geom.seq - geom.count;
+	n = ptrace_bts_read_seq(pb, ptrace_bts_tid(child), &seq, &next, ubuf,
+				geom.count);
+	if (n < 0)
+		return n;
+	/* The tracee is stopped: the records counted are all there. */
+	if (n != geom.count)
+		return -EINVAL;
+	err = ds_clear(pb->tracer);
+	return err ?: n;
+}
+
 static long ptrace_bts_read(struct task_struct *child, void __user *urd,
 			    unsigned long len)
 {
@@ -852,11 +822,8 @@ static long ptrace_bts_read(struct task_struct *child, void __user *urd,
 	size_t max;
 	long ret;
 
-	if (len < PTRACE_BTS_READ_SIZE_VER0)
-		return -EINVAL;
-	if (len > PTRACE_BTS_CONFIG_SIZE_MAX)
-		return -E2BIG;
-	ret = copy_struct_from_user(&rd, sizeof(rd), urd, len);
+	ret = ptrace_bts_copy_arg(&rd, sizeof(rd), urd, len,
+				  PTRACE_BTS_READ_SIZE_VER0);
 	if (ret)
 		return ret;
 	ret = ptrace_bts_geometry(pb, &geom);
