@@ -4,22 +4,28 @@
  *
  *   btrace [-n N] [-s size] [-f symbol] program [args...]
  *   btrace [-n N] [-s size] -p pid
+ *   btrace --core FILE
  *
  * Runs the program (or attaches to pid) with branch tracing on and prints
- * every taken branch as "from -> to", symbolized from the ELF symbol table
- * of the traced executable. The buffer is configured with
- * PTRACE_BTS_O_SIGNAL, so when it fills the tracee stops, btrace drains
- * it and nothing is lost.
+ * every taken branch as "from -> to", named after the symbols of the
+ * objects the process maps (btrace_sym.c). The buffer is configured with
+ * PTRACE_BTS_O_STOP: when it fills, the tracee stops in a PTRACE_EVENT_BTS
+ * stop, which the program never sees, and btrace drains it. Under the
+ * emulated backend nothing is lost; the CPU's BTS may drop the few
+ * branches of its interrupt's skid, and btrace then says how many times.
  *
  *   -n N       print only the last N branches
  *   -s size    trace buffer size in bytes (default 64 KiB)
  *   -f symbol  start tracing at the first execution of symbol (e.g. main)
  *   -p pid     attach to a running process (thread) until it exits or
  *              btrace gets SIGINT
+ *   --core FILE  print the branch trace of each thread in a core dump
+ *              (btrace_core.c)
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -34,16 +40,12 @@
 #include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
-#include <linux/elf.h>
 #include <linux/ptrace.h>
 
+#include "btrace.h"
+
 #define DEFAULT_SIZE	(64 << 10)
-/* <linux/elf.h> leaves out the GNU extension for indirect functions. */
-#ifndef STT_GNU_IFUNC
-#define STT_GNU_IFUNC	10
-#endif
-/* Signal for a full buffer; btrace suppresses it, the tracee never sees it. */
-#define OVERFLOW_SIG	SIGURG
+#define BTS_STOP_STATUS	(SIGTRAP | (PTRACE_EVENT_BTS << 8))
 
 #ifdef __x86_64__
 # define REGS_IP(r)	((r).rip)
@@ -51,19 +53,12 @@
 # define REGS_IP(r)	((r).eip)
 #endif
 
-struct sym {
-	uint64_t addr;
-	uint64_t size;
-	const char *name;
-};
-
-static struct sym *syms;
-static size_t nsyms;
-
 /* Records kept for -n, as a ring; all are printed as they come otherwise. */
 static struct bts_struct *tail;
 static unsigned long tail_max, tail_count;
 static unsigned long total;
+/* PTRACE_BTS_STATUS's lost at the end: records the kernel could not store. */
+static unsigned long long lost;
 
 /* Set by the SIGINT handler: lock-free atomics are async-signal-safe. */
 static atomic_int interrupted;
@@ -73,198 +68,21 @@ static long sys_ptrace(long request, pid_t pid, void *addr, unsigned long data)
 	return syscall(SYS_ptrace, request, pid, addr, (void *)data);
 }
 
-static void die(const char *what)
+void die(const char *what)
 {
 	perror(what);
 	exit(1);
 }
 
-static int sym_cmp(const void *a, const void *b)
-{
-	const struct sym *x = a, *y = b;
-
-	return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-/* A section header of either ELF class, widened. */
-struct shdr {
-	unsigned int type, link;
-	uint64_t offset, size;
-};
-
-static void read_shdr(const unsigned char *sh, bool is64, struct shdr *out)
-{
-	const struct elf64_shdr *sh64 = (const void *)sh;
-	const struct elf32_shdr *sh32 = (const void *)sh;
-
-	out->type = is64 ? sh64->sh_type : sh32->sh_type;
-	out->link = is64 ? sh64->sh_link : sh32->sh_link;
-	out->offset = is64 ? sh64->sh_offset : sh32->sh_offset;
-	out->size = is64 ? sh64->sh_size : sh32->sh_size;
-}
-
-/* Take the function and object symbols of a 32- or 64-bit ELF image. */
-static void load_syms(const unsigned char *img, size_t len, uint64_t bias)
-{
-	const struct elf64_hdr *eh64 = (const void *)img;
-	const struct elf32_hdr *eh32 = (const void *)img;
-	bool is64 = img[EI_CLASS] == ELFCLASS64;
-	uint64_t shoff, off, size, link_off, link_size, ent;
-	unsigned int shnum, shentsize, i, j, link;
-	struct shdr sh;
-
-	shoff = is64 ? eh64->e_shoff : eh32->e_shoff;
-	shnum = is64 ? eh64->e_shnum : eh32->e_shnum;
-	shentsize = is64 ? sizeof(struct elf64_shdr) : sizeof(struct elf32_shdr);
-	if (!shoff || shoff + (uint64_t)shnum * shentsize > len)
-		return;
-	for (i = 0; i < shnum; i++) {
-		read_shdr(img + shoff + i * shentsize, is64, &sh);
-		if (sh.type != SHT_SYMTAB)
-			continue;
-		off = sh.offset;
-		size = sh.size;
-		link = sh.link;
-		if (link >= shnum)
-			return;
-		read_shdr(img + shoff + link * shentsize, is64, &sh);
-		link_off = sh.offset;
-		link_size = sh.size;
-		if (off + size > len || link_off + link_size > len)
-			return;
-		ent = is64 ? sizeof(struct elf64_sym) : sizeof(struct elf32_sym);
-		syms = calloc(size / ent, sizeof(*syms));
-		if (!syms)
-			die("calloc");
-		for (j = 0; j < size / ent; j++) {
-			const unsigned char *s = img + off + j * ent;
-			uint64_t value, ssize;
-			unsigned int name, stype;
-			uint16_t shndx;
-
-			if (is64) {
-				const struct elf64_sym *e = (const void *)s;
-
-				value = e->st_value;
-				ssize = e->st_size;
-				name = e->st_name;
-				shndx = e->st_shndx;
-				stype = ELF64_ST_TYPE(e->st_info);
-			} else {
-				const struct elf32_sym *e = (const void *)s;
-
-				value = e->st_value;
-				ssize = e->st_size;
-				name = e->st_name;
-				shndx = e->st_shndx;
-				stype = ELF32_ST_TYPE(e->st_info);
-			}
-			/* labels in assembly are NOTYPE: keep them too */
-			if (shndx == SHN_UNDEF || shndx >= SHN_LORESERVE ||
-			    name >= link_size || !value ||
-			    (stype != STT_FUNC && stype != STT_NOTYPE &&
-			     stype != STT_GNU_IFUNC))
-				continue;
-			syms[nsyms].addr = value + bias;
-			syms[nsyms].size = ssize;
-			syms[nsyms].name = (const char *)img + link_off + name;
-			if (!*syms[nsyms].name || syms[nsyms].name[0] == '$')
-				continue;
-			nsyms++;
-		}
-		qsort(syms, nsyms, sizeof(*syms), sym_cmp);
-		return;
-	}
-}
-
-/* Load base of a PIE executable: the start of its first mapping. */
-static uint64_t exe_bias(pid_t pid, const unsigned char *img)
-{
-	char path[64], line[512], exe[PATH_MAX], *p;
-	unsigned long start, pgoff;
-	uint16_t type = ((struct elf32_hdr *)img)->e_type;
-	ssize_t n;
-	FILE *f;
-
-	if (type != ET_DYN)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
-	n = readlink(path, exe, sizeof(exe) - 1);
-	if (n < 0)
-		return 0;
-	exe[n] = 0;
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		p = strchr(line, '/');
-		if (!p || strncmp(p, exe, n) ||
-		    sscanf(line, "%lx-%*x %*s %lx", &start, &pgoff) != 2)
-			continue;
-		fclose(f);
-		return start - pgoff;
-	}
-	fclose(f);
-	return 0;
-}
-
-/* Symbols of the executable that @pid runs now (after exec, or attach). */
-static void load_exe_syms(pid_t pid)
-{
-	char path[64];
-	struct stat st;
-	void *img;
-	int fd;
-
-	free(syms);
-	syms = NULL;
-	nsyms = 0;
-	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
-	fd = open(path, O_RDONLY);
-	if (fd < 0 || fstat(fd, &st) || st.st_size < (off_t)sizeof(struct elf32_hdr))
-		goto out;
-	img = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (img == MAP_FAILED)
-		goto out;
-	/* the image stays mapped: the names point into it */
-	if (!memcmp(img, ELFMAG, SELFMAG))
-		load_syms(img, st.st_size, exe_bias(pid, img));
-out:
-	if (fd >= 0)
-		close(fd);
-}
-
-static const struct sym *lookup(uint64_t addr)
-{
-	size_t lo = 0, hi = nsyms;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (syms[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (!lo)
-		return NULL;
-	/* prefer a sized symbol that covers addr over a nearer label */
-	return &syms[lo - 1];
-}
-
 static void print_addr(uint64_t addr)
 {
-	const struct sym *s = lookup(addr);
+	char name[256];
 
-	if (s && (!s->size || addr < s->addr + s->size || addr - s->addr < 0x10000))
-		printf("%#10llx <%s+%#llx>", (unsigned long long)addr, s->name,
-		       (unsigned long long)(addr - s->addr));
-	else
-		printf("%#10llx <?>", (unsigned long long)addr);
+	sym_format(addr, name, sizeof(name));
+	printf("%#10llx <%s>", (unsigned long long)addr, name);
 }
 
-static void print_record(const struct bts_struct *r)
+void print_record(const struct bts_struct *r)
 {
 	switch (r->qualifier) {
 	case BTS_BRANCH:
@@ -295,6 +113,8 @@ static void drain(pid_t pid, unsigned int bufsize)
 		if (!buf)
 			die("malloc");
 	}
+	/* Libraries loaded since the last drain, while the maps are there. */
+	sym_load_process(pid);
 	n = sys_ptrace(PTRACE_BTS_DRAIN, pid, buf, bufsize);
 	if (n < 0) {
 		if (errno != ESRCH)
@@ -325,13 +145,17 @@ static unsigned int configure(pid_t pid, unsigned int size)
 	struct ptrace_bts_config cfg = {
 		.size = size,
 		.flags = PTRACE_BTS_O_TRACE | PTRACE_BTS_O_ALLOC |
-			 PTRACE_BTS_O_SIGNAL,
-		.signal = OVERFLOW_SIG,
+			 PTRACE_BTS_O_STOP,
 		.backend = PTRACE_BTS_BACKEND_ANY,
 	};
 
-	if (sys_ptrace(PTRACE_BTS_CONFIG, pid, &cfg, sizeof(cfg)))
+	if (sys_ptrace(PTRACE_BTS_CONFIG, pid, &cfg, sizeof(cfg))) {
+		if (errno == EDQUOT)
+			fprintf(stderr,
+				"btrace: a %u-byte buffer exceeds RLIMIT_MEMLOCK: raise it (ulimit -l) or use a smaller -s\n",
+				size);
 		die("PTRACE_BTS_CONFIG");
+	}
 	if (sys_ptrace(PTRACE_BTS_STATUS, pid, &cfg, sizeof(cfg)) < 0)
 		die("PTRACE_BTS_STATUS");
 	return cfg.backend;
@@ -349,15 +173,14 @@ static const char *backend_name(unsigned int backend)
 	}
 }
 
-/* Is this stop the overflow signal rather than one from elsewhere? */
-static bool buffer_full(pid_t pid, unsigned int size)
+/* Records the kernel could not store, at the end. */
+static unsigned long long lost_records(pid_t pid)
 {
-	struct ptrace_bts_config cfg;
-	long n = sys_ptrace(PTRACE_BTS_SIZE, pid, NULL, 0);
+	struct ptrace_bts_config cfg = { 0 };
 
-	if (n < 0 || sys_ptrace(PTRACE_BTS_STATUS, pid, &cfg, sizeof(cfg)) < 0)
-		return false;
-	return (unsigned long)n * cfg.bts_size >= cfg.size;
+	if (sys_ptrace(PTRACE_BTS_STATUS, pid, &cfg, sizeof(cfg)) < 0)
+		return 0;
+	return cfg.lost;
 }
 
 /* Run @pid to the first execution of @addr with a breakpoint. */
@@ -423,11 +246,13 @@ static int follow(pid_t pid, unsigned int size, bool seized)
 		sig = WSTOPSIG(status);
 		if (status >> 8 == (SIGTRAP | (PTRACE_EVENT_EXIT << 8))) {
 			drain(pid, size);
+			lost += lost_records(pid);
 			sig = 0;
 		} else if (status >> 16 == PTRACE_EVENT_STOP) {
 			/* our PTRACE_INTERRUPT (or a group stop) */
 			if (interrupted) {
 				drain(pid, size);
+				lost += lost_records(pid);
 				sys_ptrace(PTRACE_BTS_CONFIG, pid,
 					   &(struct ptrace_bts_config){ 0 },
 					   sizeof(struct ptrace_bts_config));
@@ -435,7 +260,7 @@ static int follow(pid_t pid, unsigned int size, bool seized)
 				break;
 			}
 			sig = 0;
-		} else if (sig == OVERFLOW_SIG && buffer_full(pid, size)) {
+		} else if (status >> 8 == BTS_STOP_STATUS) {
 			drain(pid, size);
 			sig = 0;
 		} else if (status >> 16) {
@@ -451,7 +276,8 @@ static void print_usage(void)
 {
 	fprintf(stderr,
 		"usage: btrace [-n N] [-s size] [-f symbol] program [args...]\n"
-		"       btrace [-n N] [-s size] -p pid\n");
+		"       btrace [-n N] [-s size] -p pid\n"
+		"       btrace --core FILE\n");
 	exit(2);
 }
 
@@ -463,10 +289,18 @@ int main(int argc, char **argv)
 	unsigned int backend;
 	int opt, status, ret;
 	bool seized = false;
-	size_t i;
+	static const struct option longopts[] = {
+		{ "core", required_argument, NULL, 'c' },
+		{ NULL, 0, NULL, 0 },
+	};
 
-	while ((opt = getopt(argc, argv, "+n:s:f:p:h")) != -1) {
+	while ((opt = getopt_long(argc, argv, "+n:s:f:p:h", longopts,
+				  NULL)) != -1) {
 		switch (opt) {
+		case 'c':
+			if (optind != argc)
+				print_usage();
+			return core_print(optarg);
 		case 'n':
 			tail_max = strtoul(optarg, NULL, 0);
 			break;
@@ -521,18 +355,17 @@ int main(int argc, char **argv)
 			       PTRACE_O_TRACEEXIT | PTRACE_O_EXITKILL))
 			die("PTRACE_SETOPTIONS");
 	}
-	load_exe_syms(pid);
+	sym_load_process(pid);
 
 	if (from_sym) {
-		for (i = 0; i < nsyms; i++)
-			if (!strcmp(syms[i].name, from_sym))
-				break;
-		if (i == nsyms) {
+		const struct sym *s = sym_find(from_sym);
+
+		if (!s) {
 			fprintf(stderr, "btrace: no symbol %s\n", from_sym);
 			kill(pid, SIGKILL);
 			return 1;
 		}
-		if (run_to(pid, syms[i].addr))
+		if (run_to(pid, s->addr))
 			return 1;
 	}
 
@@ -543,5 +376,9 @@ int main(int argc, char **argv)
 	fprintf(stderr, "btrace: traced by %s\n", backend_name(backend));
 	fprintf(stderr, "btrace: %lu branch records%s\n", total,
 		tail_max && total > tail_max ? " (the last ones shown)" : "");
+	if (lost)
+		fprintf(stderr,
+			"btrace: %llu records lost: the trace has gaps\n",
+			lost);
 	return ret;
 }

@@ -19,7 +19,10 @@
  *   __ptrace_unlink() runs under tasklist_lock, so the release is queued to
  *   a workqueue.
  *
- * Whoever takes the pointer out of the thread (xchg) releases it.
+ * Whoever takes the pointer out of the thread (xchg) releases it. An event
+ * stop for a full buffer (PTRACE_BTS_O_STOP) is task work the tracee runs
+ * on its way to user mode, perhaps after the release: it keeps the struct,
+ * not the trace.
  */
 
 #define pr_fmt(fmt) "ptrace_bts: " fmt
@@ -32,6 +35,8 @@
 #include <linux/perf_event.h>
 #include <linux/pid_namespace.h>
 #include <linux/ptrace.h>
+#include <linux/refcount.h>
+#include <linux/regset.h>
 #include <linux/sched.h>
 #include <linux/sched/coredump.h>
 #include <linux/sched/mm.h>
@@ -40,6 +45,7 @@
 #include <linux/security.h>
 #include <linux/signal.h>
 #include <linux/slab.h>
+#include <linux/task_work.h>
 #include <linux/time_namespace.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
@@ -62,9 +68,12 @@
 #define PTRACE_BTS_O_MASK		(PTRACE_BTS_O_TRACE |		\
 					 PTRACE_BTS_O_SCHED |		\
 					 PTRACE_BTS_O_SIGNAL |		\
-					 PTRACE_BTS_O_ALLOC)
+					 PTRACE_BTS_O_ALLOC |		\
+					 PTRACE_BTS_O_STOP)
 /* Flags that describe the state, for STATUS. */
 #define PTRACE_BTS_O_STATE		(PTRACE_BTS_O_MASK & ~PTRACE_BTS_O_ALLOC)
+/* What a full buffer does instead of wrapping around. */
+#define PTRACE_BTS_O_OVERFLOW		(PTRACE_BTS_O_SIGNAL | PTRACE_BTS_O_STOP)
 /* Records DRAIN converts at a time. */
 #define PTRACE_BTS_DRAIN_BATCH		(PAGE_SIZE / sizeof(struct bts_struct))
 
@@ -81,6 +90,10 @@
  *		  this: a new allocation for a traced thread goes on from the
  *		  old one's next number, skipping one
  * @release_work: deferred release after __ptrace_unlink()
+ * @stop_work:	  the tracee's own work that stops it for a full buffer
+ * @stop_queued:  @stop_work is queued; a callback_head is queued once
+ * @ref:	  the tracer's, and one for a queued @stop_work, which the
+ *		  tracee runs on its own and may run after the release
  */
 struct ptrace_bts {
 	struct ds_tracer	*tracer;
@@ -91,6 +104,9 @@ struct ptrace_bts {
 	u32			signal;
 	u32			backend;
 	struct work_struct	release_work;
+	struct callback_head	stop_work;
+	atomic_t		stop_queued;
+	refcount_t		ref;
 };
 
 /*
@@ -119,13 +135,20 @@ static u32 ptrace_bts_in_use(struct task_struct *child)
 
 /* --- lifetime --- */
 
+static void ptrace_bts_put(struct ptrace_bts *pb)
+{
+	if (refcount_dec_and_test(&pb->ref)) {
+		put_task_struct(pb->task);
+		kfree(pb);
+	}
+}
+
 static void ptrace_bts_free(struct ptrace_bts *pb)
 {
-	/* Waits for a queued overflow notification. */
+	/* Waits for a queued overflow notification: no stop is queued after. */
 	ds_release(pb->tracer);
 	mmdrop(pb->mm);
-	put_task_struct(pb->task);
-	kfree(pb);
+	ptrace_bts_put(pb);
 }
 
 static void ptrace_bts_release_work(struct work_struct *work)
@@ -176,24 +199,72 @@ void ptrace_bts_fork(struct task_struct *child)
 /* --- configuration --- */
 
 /*
- * The buffer is full: the Debug Store paused recording; the tracee gets the
- * signal (a ptrace stop for the debugger) and DRAIN or CLEAR resumes.
- * irq_work context.
+ * PTRACE_BTS_O_STOP, in the tracee on its way to user mode: the event stop.
+ * The stop is the tracer's only while the trace it was queued for is still
+ * the tracee's; a link that ended, or a new allocation, cancels it. Not at
+ * exit, where task_work_run() runs what is left.
+ */
+static void ptrace_bts_stop(struct callback_head *head)
+{
+	struct ptrace_bts *pb = container_of(head, struct ptrace_bts,
+					     stop_work);
+
+	atomic_set(&pb->stop_queued, 0);
+	if (!(current->flags & PF_EXITING) &&
+	    READ_ONCE(current->thread.ptrace_bts) == pb)
+		ptrace_notify(SIGTRAP | (PTRACE_EVENT_BTS << 8), 0);
+	ptrace_bts_put(pb);
+}
+
+/* Queue the event stop; the work holds a reference until it has run. */
+static void ptrace_bts_queue_stop(struct ptrace_bts *pb)
+{
+	if (atomic_xchg(&pb->stop_queued, 1))
+		return;
+	refcount_inc(&pb->ref);
+	/* TWA_SIGNAL: a tracee running in user mode is kicked into the kernel. */
+	if (task_work_add(pb->task, &pb->stop_work, TWA_SIGNAL)) {
+		atomic_set(&pb->stop_queued, 0);
+		ptrace_bts_put(pb);
+	}
+}
+
+/* PTRACE_BTS_O_SIGNAL: a siginfo a handler can tell from the kernel's own. */
+static void ptrace_bts_signal(struct task_struct *child, u32 sig)
+{
+	struct kernel_siginfo info;
+
+	clear_siginfo(&info);
+	info.si_signo = sig;
+	info.si_errno = ENOBUFS;
+	info.si_code = SI_KERNEL;
+	do_send_sig_info(sig, &info, child, PIDTYPE_PID);
+}
+
+/*
+ * The buffer is full: the Debug Store paused recording until a DRAIN or
+ * CLEAR. The tracee stops (O_STOP) or gets the signal (O_SIGNAL). irq_work
+ * context.
  */
 static void ptrace_bts_overflow(struct ds_tracer *tracer, void *cookie)
 {
 	struct ptrace_bts *pb = cookie;
 	struct task_struct *child = pb->task;
-	/* A CONFIG dropping O_SIGNAL clears it before the mode changes. */
+	/* A CONFIG changing either clears it before the mode changes. */
 	u32 sig = READ_ONCE(pb->signal);
+	bool stop = READ_ONCE(pb->flags) & PTRACE_BTS_O_STOP;
 
 	/*
 	 * __ptrace_unlink() takes the context out under tasklist_lock: a
-	 * child whose link ended meanwhile gets no signal.
+	 * child whose link ended meanwhile gets no signal and no stop.
 	 */
 	read_lock(&tasklist_lock);
-	if (sig && READ_ONCE(child->thread.ptrace_bts) == pb)
-		do_send_sig_info(sig, SEND_SIG_PRIV, child, PIDTYPE_PID);
+	if (READ_ONCE(child->thread.ptrace_bts) == pb) {
+		if (stop)
+			ptrace_bts_queue_stop(pb);
+		else if (sig)
+			ptrace_bts_signal(child, sig);
+	}
 	read_unlock(&tasklist_lock);
 }
 
@@ -207,7 +278,7 @@ static void ptrace_bts_ds_config(struct ptrace_bts *pb,
 	dcfg->flags = DS_USER;
 	if (cfg->flags & PTRACE_BTS_O_SCHED)
 		dcfg->flags |= DS_TIMESTAMPS;
-	if (cfg->flags & PTRACE_BTS_O_SIGNAL) {
+	if (cfg->flags & PTRACE_BTS_O_OVERFLOW) {
 		dcfg->overflow = DS_OVERFLOW_NOTIFY;
 		dcfg->notify = ptrace_bts_overflow;
 		dcfg->cookie = pb;
@@ -398,6 +469,8 @@ static int ptrace_bts_alloc(struct task_struct *child,
 		goto put_mm;
 	}
 	INIT_WORK(&pb->release_work, ptrace_bts_release_work);
+	init_task_work(&pb->stop_work, ptrace_bts_stop);
+	refcount_set(&pb->ref, 1);
 	pb->flags = cfg->flags & PTRACE_BTS_O_STATE;
 	pb->signal = cfg->flags & PTRACE_BTS_O_SIGNAL ? cfg->signal : 0;
 	pb->task = get_task_struct(child);
@@ -426,8 +499,7 @@ release_tracer:
 	ds_release(pb->tracer);
 free_pb:
 	mmdrop(pb->mm);
-	put_task_struct(pb->task);
-	kfree(pb);
+	ptrace_bts_put(pb);
 put_mm:
 	mmput(mm);
 	return err;
@@ -440,7 +512,7 @@ static int ptrace_bts_update(struct task_struct *child,
 	struct ptrace_bts *pb = ptrace_bts_get(child);
 	struct ds_geometry geom;
 	struct ds_config dcfg;
-	u32 old_signal;
+	u32 old_signal, old_flags;
 	int err;
 
 	if (!pb)
@@ -449,17 +521,19 @@ static int ptrace_bts_update(struct task_struct *child,
 	if (ptrace_bts_geometry(pb, &geom) ||
 	    geom.status & DS_STATUS_DETACHED)
 		return -EINVAL;
+	/* Before the mode: the overflow callback reads them locklessly. */
 	old_signal = pb->signal;
+	old_flags = pb->flags;
 	WRITE_ONCE(pb->signal,
 		   cfg->flags & PTRACE_BTS_O_SIGNAL ? cfg->signal : 0);
+	WRITE_ONCE(pb->flags, cfg->flags & PTRACE_BTS_O_STATE);
 	ptrace_bts_ds_config(pb, cfg, &dcfg);
 	err = ds_update(pb->tracer, &dcfg);
 	if (err) {
 		WRITE_ONCE(pb->signal, old_signal);
-		return err;
+		WRITE_ONCE(pb->flags, old_flags);
 	}
-	pb->flags = cfg->flags & PTRACE_BTS_O_STATE;
-	return 0;
+	return err;
 }
 
 /* May the tracer of @child see the control flow of the image @mm? */
@@ -545,8 +619,12 @@ static int ptrace_bts_config(struct task_struct *child,
 		return err;
 	if (cfg.flags & ~PTRACE_BTS_O_MASK)
 		return -EINVAL;
+	if ((cfg.flags & PTRACE_BTS_O_OVERFLOW) == PTRACE_BTS_O_OVERFLOW)
+		return -EINVAL;
+	/* SIGKILL and SIGSTOP would take the tracee from its tracer. */
 	if (cfg.flags & PTRACE_BTS_O_SIGNAL &&
-	    (!cfg.signal || !valid_signal(cfg.signal)))
+	    (!cfg.signal || !valid_signal(cfg.signal) ||
+	     sig_kernel_only(cfg.signal)))
 		return -EINVAL;
 	if (cfg.backend > PTRACE_BTS_BACKEND_EMULATED)
 		return -EINVAL;
@@ -863,6 +941,81 @@ static long ptrace_bts_read(struct task_struct *child, void __user *urd,
 			 offsetof(struct ptrace_bts_read, first)))
 		return -EFAULT;
 	return ret;
+}
+
+/* --- the NT_X86_BTS regset: PTRACE_GETREGSET and core dumps --- */
+
+/*
+ * The records a regset read gives, 0 if none may be read. In a core dump
+ * the tracer is not there to ask: the rule is the one its requests obey,
+ * with the credentials the ptrace link recorded.
+ */
+static size_t ptrace_bts_regset_count(struct task_struct *target,
+				      struct ptrace_bts *pb,
+				      struct ds_geometry *geom)
+{
+	if (!pb || ptrace_bts_geometry(pb, geom) ||
+	    ptrace_bts_check_read(target, pb, geom))
+		return 0;
+	return geom->count;
+}
+
+int ptrace_bts_regset_active(struct task_struct *target,
+			     const struct user_regset *regset)
+{
+	struct ds_geometry geom;
+
+	return ptrace_bts_regset_count(target, ptrace_bts_get(target), &geom);
+}
+
+int ptrace_bts_regset_get(struct task_struct *target,
+			  const struct user_regset *regset, struct membuf to)
+{
+	struct ptrace_bts *pb = ptrace_bts_get(target);
+	u32 tid = ptrace_bts_tid(target);
+	struct ds_bts_record *raw;
+	struct bts_struct *batch;
+	struct ds_geometry geom;
+	size_t n, k, i;
+	ssize_t got;
+	int err = 0;
+	u64 seq, at;
+
+	if (!pb)
+		return -ENODATA;
+	err = ptrace_bts_geometry(pb, &geom);
+	if (!err)
+		err = ptrace_bts_check_read(target, pb, &geom);
+	if (err)
+		return err;
+
+	raw = kmalloc_array(PTRACE_BTS_DRAIN_BATCH, sizeof(*raw), GFP_KERNEL);
+	batch = kmalloc_array(PTRACE_BTS_DRAIN_BATCH, sizeof(*batch),
+			      GFP_KERNEL);
+	if (!raw || !batch) {
+		err = -ENOMEM;
+		goto free;
+	}
+	/* The newest that fit: the last branches are the ones wanted. */
+	n = min_t(size_t, geom.count, to.left / sizeof(*batch));
+	for (seq = geom.seq - n; n; n -= k, seq += k) {
+		k = min_t(size_t, n, PTRACE_BTS_DRAIN_BATCH);
+		at = seq;
+		got = ds_read_seq(pb->tracer, &at, raw, k * sizeof(*raw));
+		/* The tracee is stopped or dumping: nothing moved. */
+		if (got < 0 || at != seq || got != k) {
+			err = got < 0 ? got : -EAGAIN;
+			goto free;
+		}
+		for (i = 0; i < k; i++)
+			ptrace_bts_convert(&raw[i], tid, &batch[i]);
+		membuf_write(&to, batch, k * sizeof(*batch));
+	}
+	err = to.left;
+free:
+	kfree(batch);
+	kfree(raw);
+	return err;
 }
 
 long ptrace_bts_request(struct task_struct *child, long request,

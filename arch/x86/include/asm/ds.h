@@ -254,8 +254,8 @@ struct ds_geometry {
  * already has a BTS tracer, a per-CPU BTS tracer exists, perf holds the BTS
  * half of the Debug Store, or perf's intel_pt or intel_bts excludes BTS),
  * -EOPNOTSUPP (no hardware and no emulated backend), -ESRCH
- * (@task is exiting), -ENOMEM (no memory, or RLIMIT_MEMLOCK exceeded without
- * CAP_IPC_LOCK).
+ * (@task is exiting), -EDQUOT (RLIMIT_MEMLOCK exceeded without
+ * CAP_IPC_LOCK), -ENOMEM (no memory).
  */
 struct ds_tracer *ds_request_bts_task(struct task_struct *task,
 				      const struct ds_config *cfg);

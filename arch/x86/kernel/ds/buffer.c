@@ -152,7 +152,8 @@ VISIBLE_IF_KUNIT void *ds_buffer_alloc(size_t size, gfp_t gfp)
 /*
  * Charge the user, as perf, io_uring and BPF do: a budget per mm would be
  * new with every fork and exec of the requester. CAP_IPC_LOCK lifts the
- * limit, not the count.
+ * limit, not the count. Over the limit is -EDQUOT, not -ENOMEM: a debugger
+ * tells its user to raise the limit, not that memory ran out.
  */
 static int ds_user_charge(struct user_struct *user, unsigned long pages)
 {
@@ -164,7 +165,7 @@ static int ds_user_charge(struct user_struct *user, unsigned long pages)
 		/* Asked only when it matters: the LSM logs a denial. */
 		if ((pages > limit || cur > limit - pages) && !unlimited) {
 			if (!capable(CAP_IPC_LOCK))
-				return -ENOMEM;
+				return -EDQUOT;
 			unlimited = true;
 		}
 	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur,

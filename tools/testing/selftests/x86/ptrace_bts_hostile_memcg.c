@@ -44,7 +44,7 @@ static int ho_budget_second(void)
 	if (!pid)
 		return 10;
 	err = ho_alloc(pid, HO_RECORD);
-	if (err != -ENOMEM) {
+	if (err != -EDQUOT) {
 		fprintf(stderr,
 			"# a second tracer of the uid got a buffer (%ld) while the first holds RLIMIT_MEMLOCK: the budget is not per user\n",
 			err);
@@ -71,7 +71,7 @@ int ho_budget(void)
 	if (!pid)
 		return 2;
 	deadline = ho_now_ms() + HO_REFUND_WAIT_MS;
-	while ((err = ho_alloc(pid, HO_MEMLOCK)) == -ENOMEM &&
+	while ((err = ho_alloc(pid, HO_MEMLOCK)) == -EDQUOT &&
 	       ho_now_ms() < deadline)
 		usleep(100000);
 	if (err) {
@@ -90,7 +90,7 @@ int ho_budget(void)
 	if (ho_alloc(pid, 0))
 		return 6;
 	err = ho_alloc(pid, HO_MEMLOCK + HO_PAGE);
-	if (err != -ENOMEM) {
+	if (err != -EDQUOT) {
 		fprintf(stderr, "# a page over RLIMIT_MEMLOCK: %ld\n", err);
 		return 7;
 	}

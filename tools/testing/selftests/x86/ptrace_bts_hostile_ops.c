@@ -233,7 +233,8 @@ static unsigned int ho_flags(void)
 	default:
 		return PTRACE_BTS_O_TRACE | PTRACE_BTS_O_ALLOC |
 		       (ho_below(2) ? PTRACE_BTS_O_SCHED : 0) |
-		       (ho_below(3) ? 0 : PTRACE_BTS_O_SIGNAL);
+		       (ho_below(3) ? 0 : PTRACE_BTS_O_SIGNAL) |
+		       (ho_below(3) ? 0 : PTRACE_BTS_O_STOP);
 	}
 }
 
@@ -264,7 +265,8 @@ static bool ho_allowed(long req, int err)
 	switch (req) {
 	case PTRACE_BTS_CONFIG:
 		return err == EINVAL || err == E2BIG || err == EFAULT ||
-		       err == ENOMEM || err == EBUSY || err == EOPNOTSUPP;
+		       err == ENOMEM || err == EDQUOT || err == EBUSY ||
+		       err == EOPNOTSUPP;
 	case PTRACE_BTS_STATUS:
 		return err == EFAULT;
 	case PTRACE_BTS_GET:
@@ -361,7 +363,7 @@ static void ho_config(pid_t pid)
 	if (ho_request(PTRACE_BTS_CONFIG, pid, p, len) == 0)
 		atomic_fetch_add(&ho->granted, 1);
 	/* What must fail with a good pointer and length, whatever else. */
-	if (good && p == &cfg && cfg.flags & ~0xfU)
+	if (good && p == &cfg && cfg.flags & ~0x1fU)
 		ho_expect_einval(PTRACE_BTS_CONFIG, pid, &cfg, sizeof(cfg));
 	if (good && p == &cfg && (cfg.flags & 0xfU) == 0x9 && !cfg.size &&
 	    cfg.backend < 3) {

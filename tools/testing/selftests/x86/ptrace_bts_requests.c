@@ -395,7 +395,7 @@ TEST_F(bts, config_extensible)
 TEST_F(bts, config_bad_flags)
 {
 	static const unsigned int bad_flags[] = {
-		0x10, 0x80000000, BTS_TRACE_ALLOC | 0x100,
+		0x20, 0x80000000, BTS_TRACE_ALLOC | 0x100,
 	};
 	static const unsigned int bad_sigs[] = { 0, 1000 };
 	const unsigned int with_sig = BTS_TRACE_ALLOC | PTRACE_BTS_O_SIGNAL;
@@ -544,7 +544,7 @@ static void drop_ipc_lock(struct __test_metadata *_metadata)
 	drop_cap(_metadata, CAP_IPC_LOCK);
 }
 
-/* Without CAP_IPC_LOCK, RLIMIT_MEMLOCK bounds the buffer: ENOMEM. */
+/* Without CAP_IPC_LOCK, RLIMIT_MEMLOCK bounds the buffer: EDQUOT. */
 TEST_F(bts, memlock_limit)
 {
 	struct rlimit lim = { 64 << 10, 64 << 10 };
@@ -553,7 +553,7 @@ TEST_F(bts, memlock_limit)
 	drop_ipc_lock(_metadata);
 	ASSERT_EQ(0, setrlimit(RLIMIT_MEMLOCK, &lim));
 	EXPECT_EQ(-1, bts_config(_metadata, self->pid, 1 << 20, BTS_TRACE_ALLOC, 0));
-	EXPECT_EQ(ENOMEM, errno);
+	EXPECT_EQ(EDQUOT, errno);
 	EXPECT_EQ(0, vmpin_kb(0));
 	/* within the limit it works, and is charged */
 	ASSERT_EQ(0, bts_config(_metadata, self->pid, 32 << 10, BTS_TRACE_ALLOC, 0));

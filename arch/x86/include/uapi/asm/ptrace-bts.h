@@ -19,13 +19,18 @@
  *	struct whose bytes beyond what this kernel knows are not zero (or
  *	one larger than a page) is E2BIG. A 16-byte struct reads as backend
  *	PTRACE_BTS_BACKEND_ANY. PTRACE_BTS_O_SIGNAL needs a valid signal
- *	(EINVAL); without it cfg->signal is ignored. A backend other than
- *	the PTRACE_BTS_BACKEND_* values is EINVAL. Returns 0.
+ *	other than SIGKILL and SIGSTOP (EINVAL); without it cfg->signal is
+ *	ignored. PTRACE_BTS_O_SIGNAL with PTRACE_BTS_O_STOP is EINVAL. A
+ *	backend other than the PTRACE_BTS_BACKEND_* values is EINVAL.
+ *	Returns 0.
  *	- flags without PTRACE_BTS_O_TRACE: stop tracing, free the buffer.
  *	- PTRACE_BTS_O_ALLOC: (re)allocate a buffer of cfg->size bytes (rounded
  *	  down to whole records, at least one; 0 is EINVAL) with the backend
  *	  cfg->backend selects; existing records are lost. A backend that
- *	  is missing is EOPNOTSUPP, one that is in use EBUSY.
+ *	  is missing is EOPNOTSUPP, one that is in use EBUSY. EDQUOT if the
+ *	  buffer would take the tracer's user over RLIMIT_MEMLOCK (without
+ *	  CAP_IPC_LOCK), ENOMEM if there is no memory; EBUSY, EDQUOT and
+ *	  ENOMEM leave the thread without a trace.
  *	  PTRACE_BTS_BACKEND_HARDWARE is EACCES (after EOPNOTSUPP, before
  *	  EBUSY) where perf would not give the caller the same trace as a
  *	  perf event (perf_event_paranoid, CAP_SYS_ADMIN, CAP_PERFMON, the
@@ -41,7 +46,8 @@
  *	PTRACE_TRACEME), as for PTRACE_PEEKTEXT.
  * ptrace(PTRACE_BTS_STATUS, pid, struct ptrace_bts_config *cfg, size_t len)
  *	Fill min(len, sizeof(*cfg)) bytes: buffer size in bytes (whole
- *	records; 0 when not configured), the O_TRACE/O_SCHED/O_SIGNAL flags,
+ *	records; 0 when not configured), the O_TRACE/O_SCHED/O_SIGNAL/O_STOP
+ *	flags,
  *	signal (0 without O_SIGNAL), bts_size = sizeof(struct bts_struct),
  *	the backend in use (0 when not configured), the PTRACE_BTS_S_* state,
  *	the next record's sequence number and the records lost. Returns the
@@ -55,11 +61,11 @@
  *	Copy one record; index 0 is the newest. EINVAL if index >= SIZE.
  *	Returns 0.
  * ptrace(PTRACE_BTS_CLEAR, pid, 0, 0)
- *	Drop all records (and resume tracing paused by O_SIGNAL). Returns 0,
- *	also when not configured.
+ *	Drop all records (and resume tracing paused at a full buffer).
+ *	Returns 0, also when not configured.
  * ptrace(PTRACE_BTS_DRAIN, pid, struct bts_struct *buf, size_t len)
  *	Copy all records, oldest first, into buf, then drop them (and resume
- *	tracing paused by O_SIGNAL). EINVAL if len cannot hold SIZE records;
+ *	tracing paused at a full buffer). EINVAL if len cannot hold SIZE records;
  *	nothing is dropped on error. Returns the number of records copied.
  * ptrace(PTRACE_BTS_READ, pid, struct ptrace_bts_read *rd, size_t len)
  *	Copy the records numbered rd->seq on, oldest first, into rd->buf, as
@@ -71,6 +77,10 @@
  *	below one record, is EINVAL; unknown non-zero tail bytes E2BIG;
  *	rd->seq above the number the next record gets (STATUS's next)
  *	ERANGE. Returns the number of records copied.
+ * ptrace(PTRACE_GETREGSET, pid, NT_X86_BTS, struct iovec *iov)
+ *	Copy the newest records that fit, oldest first, without dropping
+ *	them; iov_len stays as passed. ENODATA without a trace; core dumps
+ *	carry the same as an NT_X86_BTS note per traced thread.
  */
 #define PTRACE_BTS_CONFIG	40
 #define PTRACE_BTS_STATUS	41
@@ -88,7 +98,8 @@
  *		buffer size in bytes, a whole number of records, 0 when not
  *		configured.
  * @flags:	PTRACE_BTS_O_* flags. STATUS: the configured
- *		PTRACE_BTS_O_TRACE, PTRACE_BTS_O_SCHED and PTRACE_BTS_O_SIGNAL.
+ *		PTRACE_BTS_O_TRACE, PTRACE_BTS_O_SCHED, PTRACE_BTS_O_SIGNAL
+ *		and PTRACE_BTS_O_STOP.
  * @signal:	with PTRACE_BTS_O_SIGNAL, the signal sent to the tracee
  *		thread when the buffer is full; ignored without it. STATUS:
  *		0 without PTRACE_BTS_O_SIGNAL.
@@ -102,7 +113,8 @@
  *		not configured, or with %PTRACE_BTS_S_UNREADABLE. Ignored by
  *		CONFIG.
  * @lost:	STATUS: drops since the allocation: records dropped at a
- *		full buffer with PTRACE_BTS_O_SIGNAL, plus one each time the
+ *		full buffer with PTRACE_BTS_O_SIGNAL or PTRACE_BTS_O_STOP
+ *		while paused, plus one each time the
  *		hardware had to drop records it could not store. Overwritten
  *		records are not counted: they are the numbers below
  *		@next - SIZE. 0 with %PTRACE_BTS_S_UNREADABLE. Ignored by
@@ -124,7 +136,10 @@ struct ptrace_bts_config {
 	__u64	lost;
 };
 
-/* Tracing paused by PTRACE_BTS_O_SIGNAL at a full buffer. */
+/*
+ * Tracing paused at a full buffer (PTRACE_BTS_O_SIGNAL, PTRACE_BTS_O_STOP)
+ * until a DRAIN or CLEAR.
+ */
 #define PTRACE_BTS_S_PAUSED		0x1
 /*
  * Tracing stopped at an execve() of an image the tracee's user may not
@@ -179,11 +194,23 @@ struct ptrace_bts_read {
 /*
  * When the buffer is full, send @signal to the tracee and pause tracing
  * until the tracer drains or clears the buffer, instead of overwriting the
- * oldest records.
+ * oldest records. The signal is a real one: the program's handler or
+ * default action gets it unless the tracer suppresses it at the
+ * signal-delivery-stop; its siginfo has si_code SI_KERNEL and si_errno
+ * ENOBUFS. For tracers of the 2.6.29 ABI; PTRACE_BTS_O_STOP is the way.
  */
 #define PTRACE_BTS_O_SIGNAL	0x4
 /* (Re)allocate the trace buffer with @size bytes. */
 #define PTRACE_BTS_O_ALLOC	0x8
+/*
+ * When the buffer is full, pause tracing until the tracer drains or clears
+ * the buffer, and stop the tracee in a ptrace event stop,
+ * (SIGTRAP | PTRACE_EVENT_BTS << 8) in waitpid()'s status, before it runs
+ * on in user mode. PTRACE_GETEVENTMSG gives 0. Nothing reaches the
+ * program; a signal given to the restarting request is ignored, as at any
+ * event stop. A stop pending when the ptrace link ends does not happen.
+ */
+#define PTRACE_BTS_O_STOP	0x10
 
 /**
  * enum bts_qualifier - what a struct bts_struct describes

@@ -483,7 +483,7 @@ static void ds_test_memlock_limit(struct kunit *test)
 	rlim->rlim_cur = PAGE_SIZE;
 
 	old = override_creds(cred);
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -ENOMEM);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EDQUOT);
 	KUNIT_EXPECT_EQ(test, atomic64_read(&mm->pinned_vm), 0);
 	revert_creds(old);
 	/* CAP_IPC_LOCK lifts the limit. */

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * btrace: what its files share. btrace.c traces, btrace_sym.c names
+ * addresses, btrace_core.c reads the branch trace of a core dump.
+ */
+#ifndef BTRACE_H
+#define BTRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <linux/ptrace.h>
+
+/* A named address range of a loaded object. */
+struct sym {
+	uint64_t addr;
+	uint64_t size;
+	const char *name;
+};
+
+void die(const char *what);
+
+/* btrace_sym.c */
+void sym_reset(void);
+void sym_add_file(const char *path, uint64_t start, uint64_t off);
+void sym_add_image(const void *img, size_t len, uint64_t start);
+void sym_load_process(pid_t pid);
+const struct sym *sym_find(const char *name);
+void sym_format(uint64_t addr, char *buf, size_t len);
+
+/* btrace.c */
+void print_record(const struct bts_struct *r);
+
+/* btrace_core.c */
+int core_print(const char *path);
+
+#endif /* BTRACE_H */
