@@ -200,13 +200,22 @@ selftests: headers
 		$(BUILD)/selftests.log || \
 		{ echo "selftests: build errors or warnings, see $(BUILD)/selftests.log"; exit 1; }
 
-# The demo client, the demo program and the benchmark, run by "make run".
-BTS_TOOLS := $(BUILD)/bts/btrace $(BUILD)/bts/bts-demo $(BUILD)/bts/bts_bench
+# The demo client, the demo programs and the benchmark, run by "make run";
+# btrace's test programs (tools/bts), which a run boots with when its
+# manifest lists bts:btrace_test or bts:btrace_test_32, and the C libraries
+# of bts-crash, the dynamically linked one, taken from this machine.
+BTS_TOOLS := $(BUILD)/bts/btrace $(BUILD)/bts/bts-demo $(BUILD)/bts/bts-crash \
+	$(BUILD)/bts/bts_bench
+BTS_TEST_TOOLS := $(BUILD)/bts/btrace $(BUILD)/bts/bts-demo \
+	$(BUILD)/bts/bts-crash $(BUILD)/bts/btrace_32 $(BUILD)/bts/bts-demo_32 \
+	$(BUILD)/bts/bts-crash_32
+BTS_LIBS := /lib64/ld-linux-x86-64.so.2 /lib/x86_64-linux-gnu/libc.so.6 \
+	/lib/ld-linux.so.2 /usr/lib32/libc.so.6
 
 tools: headers
 	@mkdir -p $(BUILD)/bts
 	@$(MAKE) -s -C $(SRC)/tools/bts OUTPUT=$(BUILD)/bts/ \
-		KHDR_INCLUDES="-isystem $(OBJ)/usr/include"
+		KHDR_INCLUDES="-isystem $(OBJ)/usr/include" all all_32
 	@gcc -static -O2 -Wall -Werror -isystem $(OBJ)/usr/include \
 		-o $(BUILD)/bts/kexec-ds $(TOP)/vm/kexec-ds.c
 	@gcc -static -O2 -Wall -Werror -o $(BUILD)/bts/ds-sample-work \
@@ -215,7 +224,7 @@ tools: headers
 initramfs: selftests tools
 	@cp $(TOP)/vm/demo.sh $(BUILD)/bts/demo
 	@$(call MANIFEST_LIST,tcg) | tr , '\n' >$(BUILD)/tests-tcg.list
-	@LIST=$(BUILD)/tests-tcg.list \
+	@LIST=$(BUILD)/tests-tcg.list LIBS="$(BTS_LIBS)" \
 		$(TOP)/mk/initramfs.sh $(INITRD) $(KSFT) $(BTS_TOOLS) $(BUILD)/bts/demo
 
 # The BTS machine model: Debian's QEMU 7.2 patched to model the Branch Trace
@@ -266,15 +275,18 @@ test-checks: tree
 SAMPLE_KO := $(OBJ)/samples/ds/ds_sample.ko
 
 run-initramfs:
-	@mkdir -p $(BUILD)/initramfs
+	@mkdir -p $(BUILD)/initramfs $(KSFT)/bts
+	@cp $(BUILD)/bts/btrace_test $(BUILD)/bts/btrace_test_32 $(KSFT)/bts/
 	@echo "$(RUN_PROGS)" | tr , '\n' >$(BUILD)/initramfs/$(RUN).list
 	@PROGS=$(RUN_PROGS) LIST=$(BUILD)/initramfs/$(RUN).list \
+		$(if $(findstring bts:,$(RUN_PROGS)),LIBS="$(BTS_LIBS)") \
 		$(if $(filter i386,$(RUN)),BUSYBOX=$(BUILD)/busybox32/busybox) \
 		$(if $(filter kexec,$(RUN)),KEXEC_KERNEL=$(OBJ)/arch/x86/boot/bzImage) \
 		$(if $(SAMPLE),KMODULES=$(SAMPLE_KO)) \
 		$(TOP)/mk/initramfs.sh $(BUILD)/initramfs/$(RUN).cpio.gz $(KSFT) \
 		$(if $(filter kexec,$(RUN)),$(BUILD)/bts/kexec-ds) \
-		$(if $(SAMPLE),$(BUILD)/bts/ds-sample-work)
+		$(if $(SAMPLE),$(BUILD)/bts/ds-sample-work) \
+		$(if $(findstring bts:,$(RUN_PROGS)),$(BTS_TEST_TOOLS))
 
 run: run-kernel initramfs
 	@VM_APPEND="kunit.enable=0 $(VM_APPEND)" \

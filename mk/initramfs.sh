@@ -7,7 +7,9 @@
 # comma-separated) leaves every other kselftest out; BUSYBOX (default
 # /bin/busybox) makes the i386 variant; KEXEC_KERNEL puts that bzImage in
 # /boot, with an initramfs of busybox and vm/init alone to kexec it with;
-# KMODULES (.ko files, space-separated) go to /lib/modules.
+# KMODULES (.ko files, space-separated) go to /lib/modules; LIBS (files,
+# space-separated) go to the same path in the initramfs, symbolic links
+# resolved: the C libraries of the dynamically linked test programs.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$1 ksft=$2
@@ -67,6 +69,10 @@ for bin in "$@"; do
 done
 for ko in ${KMODULES:-}; do
 	install -D -m 644 "$ko" "$root/lib/modules/${ko##*/}"
+done
+for lib in ${LIBS:-}; do
+	mkdir -p "$root${lib%/*}"
+	cp -L "$lib" "$root$lib"
 done
 
 if [ -n "${KEXEC_KERNEL:-}" ]; then

@@ -2,50 +2,57 @@
 /*
  * btrace: print the branch trace of a program, through PTRACE_BTS_*.
  *
- *   btrace [-n N] [-s size] [-f symbol] program [args...]
- *   btrace [-n N] [-s size] -p pid
- *   btrace --core FILE
+ *   btrace [options] program [args...]
+ *   btrace [options] -p pid
+ *   btrace [--calls | --json] --core FILE
  *
- * Runs the program (or attaches to pid) with branch tracing on and prints
- * every taken branch as "from -> to", named after the symbols of the
- * objects the process maps (btrace_sym.c). The buffer is configured with
- * PTRACE_BTS_O_STOP: when it fills, the tracee stops in a PTRACE_EVENT_BTS
- * stop, which the program never sees, and btrace drains it. Under the
- * emulated backend nothing is lost; the CPU's BTS may drop the few
- * branches of its interrupt's skid, and btrace then says how many times.
+ * Runs the program (or attaches to every thread of process pid) with
+ * branch tracing on and prints every taken branch as "from -> to", named
+ * after the symbols of the objects the process maps (btrace_sym.c). Every
+ * thread of the program is traced, from its first instruction. Each buffer
+ * is configured with PTRACE_BTS_O_STOP: when it fills, the thread stops in
+ * a PTRACE_EVENT_BTS stop, which the program never sees, and btrace drains
+ * it. Under the emulated backend nothing is lost; the CPU's BTS may drop
+ * the few branches of its interrupt's skid, and btrace then says so.
  *
- *   -n N       print only the last N branches
- *   -s size    trace buffer size in bytes (default 64 KiB)
- *   -f symbol  start tracing at the first execution of symbol (e.g. main)
- *   -p pid     attach to a running process (thread) until it exits or
- *              btrace gets SIGINT
+ * A thread that gets a fatal signal is shown with the signal, where it
+ * was and the faulting address; the signal then takes effect, and btrace
+ * ends as the program did: with its exit status, or killed by its signal.
+ *
+ *   -n N         print only the last N branches (of each thread)
+ *   -s size      trace buffer size in bytes (default 64 KiB)
+ *   -b symbol    begin tracing at the first execution of symbol (main)
+ *   -p pid       attach to every thread of a running process until it
+ *                exits or btrace gets SIGINT
+ *   -f           follow children (fork, vfork) too
+ *   --calls      the calls and returns, indented, instead of branches
+ *   --json       one JSON object per record (JSON Lines)
+ *   --on-crash[=N] print nothing but, at a fatal signal, the thread's last
+ *                N branches (default 32)
  *   --core FILE  print the branch trace of each thread in a core dump
- *              (btrace_core.c)
+ *                (btrace_core.c)
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
-#include <linux/ptrace.h>
 
 #include "btrace.h"
 
-#define DEFAULT_SIZE	(64 << 10)
-#define BTS_STOP_STATUS	(SIGTRAP | (PTRACE_EVENT_BTS << 8))
+#define DEFAULT_SIZE		(64 << 10)
+#define ON_CRASH_DEFAULT	32
+#define BTS_STOP_STATUS		(SIGTRAP | (PTRACE_EVENT_BTS << 8))
+#define EVENT_OF(status)	((status) >> 16)
 
 #ifdef __x86_64__
 # define REGS_IP(r)	((r).rip)
@@ -53,13 +60,25 @@
 # define REGS_IP(r)	((r).eip)
 #endif
 
-/* Records kept for -n, as a ring; all are printed as they come otherwise. */
-static struct bts_struct *tail;
-static unsigned long tail_max, tail_count;
-static unsigned long total;
-/* PTRACE_BTS_STATUS's lost at the end: records the kernel could not store. */
-static unsigned long long lost;
+/* A traced thread, and the newest records kept for -n and --on-crash. */
+struct thread {
+	pid_t tid;
+	bool configured;
+	/* Dying of a signal: its records stay for the core dump. */
+	bool dying;
+	struct bts_struct *ring;
+	unsigned long ring_count;
+};
 
+static struct thread *threads;
+static size_t nthreads;
+static unsigned long ring_max;	/* -n or --on-crash: records kept */
+static bool on_crash;
+static unsigned int bufsize = DEFAULT_SIZE;
+static struct bts_struct *buf;
+static unsigned long total;
+static unsigned long long lost;
+static unsigned int backend;
 /* Set by the SIGINT handler: lock-free atomics are async-signal-safe. */
 static atomic_int interrupted;
 
@@ -74,94 +93,143 @@ void die(const char *what)
 	exit(1);
 }
 
-static void print_addr(uint64_t addr)
+static struct thread *thread_of(pid_t tid)
 {
-	char name[256];
+	size_t i;
 
-	sym_format(addr, name, sizeof(name));
-	printf("%#10llx <%s>", (unsigned long long)addr, name);
+	for (i = 0; i < nthreads; i++)
+		if (threads[i].tid == tid)
+			return &threads[i];
+	return NULL;
 }
 
-void print_record(const struct bts_struct *r)
+static struct thread *thread_add(pid_t tid)
 {
-	switch (r->qualifier) {
-	case BTS_BRANCH:
-		print_addr(r->variant.lbr.from);
-		printf("  ->  ");
-		print_addr(r->variant.lbr.to);
-		printf("\n");
-		break;
-	case BTS_TASK_ARRIVES:
-	case BTS_TASK_DEPARTS:
-		printf("  [%llu.%09llu] task %u %s\n",
-		       (unsigned long long)r->variant.event.clock / 1000000000,
-		       (unsigned long long)r->variant.event.clock % 1000000000,
-		       r->variant.event.pid,
-		       r->qualifier == BTS_TASK_ARRIVES ? "arrives" : "departs");
-		break;
+	struct thread *t = thread_of(tid);
+
+	if (t)
+		return t;
+	threads = reallocarray(threads, nthreads + 1, sizeof(*threads));
+	if (!threads)
+		die("realloc");
+	t = &threads[nthreads++];
+	memset(t, 0, sizeof(*t));
+	t->tid = tid;
+	if (ring_max) {
+		t->ring = calloc(ring_max, sizeof(*t->ring));
+		if (!t->ring)
+			die("calloc");
+	}
+	out_threads(nthreads > 1);
+	return t;
+}
+
+static void thread_del(pid_t tid)
+{
+	struct thread *t = thread_of(tid);
+
+	if (!t)
+		return;
+	free(t->ring);
+	*t = threads[--nthreads];
+}
+
+/* The newest records of @t, oldest first. */
+static void print_ring(struct thread *t)
+{
+	unsigned long i, n = t->ring_count < ring_max ? t->ring_count :
+							 ring_max;
+
+	for (i = t->ring_count - n; i < t->ring_count; i++)
+		out_record(t->tid, &t->ring[i % ring_max]);
+}
+
+/* Records the kernel could not store, counted once per thread. */
+static unsigned long long lost_records(pid_t tid)
+{
+	struct ptrace_bts_config cfg = { 0 };
+
+	if (sys_ptrace(PTRACE_BTS_STATUS, tid, &cfg, sizeof(cfg)) < 0)
+		return 0;
+	return cfg.lost;
+}
+
+/* Print @n records of @t now, or keep the newest. */
+static void take(struct thread *t, const struct bts_struct *rec, long n)
+{
+	long i;
+
+	total += n;
+	for (i = 0; i < n; i++) {
+		if (ring_max)
+			t->ring[t->ring_count++ % ring_max] = rec[i];
+		else
+			out_record(t->tid, &rec[i]);
 	}
 }
 
-/* Drain the tracee's buffer: print now, or keep the newest for -n. */
-static void drain(pid_t pid, unsigned int bufsize)
+/* Take @t's records and drop them from its buffer. */
+static void drain(struct thread *t)
 {
-	static struct bts_struct *buf;
-	long n, i;
+	long n;
 
-	if (!buf) {
-		buf = malloc(bufsize);
-		if (!buf)
-			die("malloc");
-	}
+	if (!t->configured || t->dying)
+		return;
 	/* Libraries loaded since the last drain, while the maps are there. */
-	sym_load_process(pid);
-	n = sys_ptrace(PTRACE_BTS_DRAIN, pid, buf, bufsize);
+	sym_load_process(t->tid);
+	n = sys_ptrace(PTRACE_BTS_DRAIN, t->tid, buf, bufsize);
 	if (n < 0) {
 		if (errno != ESRCH)
 			perror("PTRACE_BTS_DRAIN");
 		return;
 	}
-	total += n;
-	for (i = 0; i < n; i++) {
-		if (!tail_max) {
-			print_record(&buf[i]);
-			continue;
-		}
-		tail[tail_count++ % tail_max] = buf[i];
-	}
+	take(t, buf, n);
 }
 
-static void print_tail(void)
+/*
+ * Take the records of a thread about to die of a signal without dropping
+ * them, so that its core dump has them too; they are its last.
+ */
+static void take_last(struct thread *t)
 {
-	unsigned long i, n = tail_count < tail_max ? tail_count : tail_max;
+	struct ptrace_bts_read rd = {
+		.buf = (unsigned long)buf,
+		.size = bufsize,
+	};
+	long n;
 
-	for (i = tail_count - n; i < tail_count; i++)
-		print_record(&tail[i % tail_max]);
+	if (!t->configured || t->dying)
+		return;
+	sym_load_process(t->tid);
+	n = sys_ptrace(PTRACE_BTS_READ, t->tid, &rd, sizeof(rd));
+	if (n > 0)
+		take(t, buf, n);
+	t->dying = true;
 }
 
-/* Returns the backend the kernel chose, PTRACE_BTS_BACKEND_*. */
-static unsigned int configure(pid_t pid, unsigned int size)
+static void configure(struct thread *t)
 {
 	struct ptrace_bts_config cfg = {
-		.size = size,
+		.size = bufsize,
 		.flags = PTRACE_BTS_O_TRACE | PTRACE_BTS_O_ALLOC |
 			 PTRACE_BTS_O_STOP,
 		.backend = PTRACE_BTS_BACKEND_ANY,
 	};
 
-	if (sys_ptrace(PTRACE_BTS_CONFIG, pid, &cfg, sizeof(cfg))) {
+	if (sys_ptrace(PTRACE_BTS_CONFIG, t->tid, &cfg, sizeof(cfg))) {
 		if (errno == EDQUOT)
 			fprintf(stderr,
 				"btrace: a %u-byte buffer exceeds RLIMIT_MEMLOCK: raise it (ulimit -l) or use a smaller -s\n",
-				size);
+				bufsize);
 		die("PTRACE_BTS_CONFIG");
 	}
-	if (sys_ptrace(PTRACE_BTS_STATUS, pid, &cfg, sizeof(cfg)) < 0)
+	if (sys_ptrace(PTRACE_BTS_STATUS, t->tid, &cfg, sizeof(cfg)) < 0)
 		die("PTRACE_BTS_STATUS");
-	return cfg.backend;
+	backend = cfg.backend;
+	t->configured = true;
 }
 
-static const char *backend_name(unsigned int backend)
+static const char *backend_name(void)
 {
 	switch (backend) {
 	case PTRACE_BTS_BACKEND_HARDWARE:
@@ -173,22 +241,85 @@ static const char *backend_name(unsigned int backend)
 	}
 }
 
-/* Records the kernel could not store, at the end. */
-static unsigned long long lost_records(pid_t pid)
+static unsigned long get_ip(pid_t tid)
 {
-	struct ptrace_bts_config cfg = { 0 };
+	struct user_regs_struct regs;
 
-	if (sys_ptrace(PTRACE_BTS_STATUS, pid, &cfg, sizeof(cfg)) < 0)
+	if (sys_ptrace(PTRACE_GETREGS, tid, NULL, (unsigned long)&regs))
 		return 0;
-	return cfg.lost;
+	return REGS_IP(regs);
 }
 
-/* Run @pid to the first execution of @addr with a breakpoint. */
-static int run_to(pid_t pid, uint64_t addr)
+/*
+ * Is @sig one the thread catches or ignores (from its status)? A signal
+ * it blocks does not come to a signal-delivery stop.
+ */
+static bool sig_handled(pid_t tid, int sig)
+{
+	char path[64], line[256];
+	unsigned long long mask;
+	bool handled = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if ((!strncmp(line, "SigCgt:", 7) ||
+		     !strncmp(line, "SigIgn:", 7)) &&
+		    sscanf(line + 7, "%llx", &mask) == 1 &&
+		    mask & (1ULL << (sig - 1)))
+			handled = true;
+	}
+	fclose(f);
+	return handled;
+}
+
+/* Does @sig kill the thread that is about to get it (default action)? */
+static bool sig_fatal(pid_t tid, int sig)
+{
+	switch (sig) {
+	case SIGCHLD:
+	case SIGCONT:
+	case SIGURG:
+	case SIGWINCH:
+	case SIGSTOP:
+	case SIGTSTP:
+	case SIGTTIN:
+	case SIGTTOU:
+		return false;
+	}
+	return !sig_handled(tid, sig);
+}
+
+/* A signal about to kill @t: its last branches, where and why. */
+static void report_crash(struct thread *t, int sig)
+{
+	siginfo_t si;
+	bool fault;
+
+	take_last(t);
+	if (ring_max)
+		print_ring(t);
+	memset(&si, 0, sizeof(si));
+	sys_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, (unsigned long)&si);
+	fault = si.si_code > 0 && (sig == SIGSEGV || sig == SIGBUS ||
+				   sig == SIGILL || sig == SIGFPE);
+	out_signal(t->tid, sig, get_ip(t->tid),
+		   (uint64_t)(unsigned long)si.si_addr, fault);
+	fflush(stdout);
+}
+
+/*
+ * Run the program to the first execution of @addr with a breakpoint. Its
+ * signals are delivered meanwhile; false if it ended first.
+ */
+static bool run_to(pid_t pid, uint64_t addr, int *status)
 {
 	struct user_regs_struct regs;
 	unsigned long orig, patched;
-	int status;
+	int sig = 0;
 
 	/* The raw PEEKTEXT stores the word at *data, unlike glibc's wrapper. */
 	if (sys_ptrace(PTRACE_PEEKTEXT, pid, (void *)(uintptr_t)addr,
@@ -198,13 +329,14 @@ static int run_to(pid_t pid, uint64_t addr)
 	if (sys_ptrace(PTRACE_POKETEXT, pid, (void *)(uintptr_t)addr, patched))
 		die("PTRACE_POKETEXT");
 	for (;;) {
-		if (sys_ptrace(PTRACE_CONT, pid, NULL, 0))
+		if (sys_ptrace(PTRACE_CONT, pid, NULL, sig))
 			die("PTRACE_CONT");
-		if (waitpid(pid, &status, __WALL) != pid)
+		if (waitpid(pid, status, __WALL) != pid)
 			die("waitpid");
-		if (!WIFSTOPPED(status))
-			return -1;
-		if (WSTOPSIG(status) != SIGTRAP)
+		if (!WIFSTOPPED(*status))
+			return false;
+		sig = EVENT_OF(*status) ? 0 : WSTOPSIG(*status);
+		if (sig != SIGTRAP)
 			continue;
 		if (sys_ptrace(PTRACE_GETREGS, pid, NULL, (unsigned long)&regs))
 			die("PTRACE_GETREGS");
@@ -215,7 +347,7 @@ static int run_to(pid_t pid, uint64_t addr)
 	if (sys_ptrace(PTRACE_SETREGS, pid, NULL, (unsigned long)&regs) ||
 	    sys_ptrace(PTRACE_POKETEXT, pid, (void *)(uintptr_t)addr, orig))
 		die("restoring the breakpoint");
-	return 0;
+	return true;
 }
 
 static void on_sigint(int sig)
@@ -223,162 +355,300 @@ static void on_sigint(int sig)
 	interrupted = 1;
 }
 
-/* Follow @pid until it exits (or we are interrupted), draining on the way. */
-static int follow(pid_t pid, unsigned int size, bool seized)
+/* Interrupted: drain and stop every thread's trace, and let them go. */
+static void detach_all(void)
 {
-	int status, sig, ret = 0;
+	size_t i;
+	int status;
 
-	if (sys_ptrace(PTRACE_CONT, pid, NULL, 0))
-		die("PTRACE_CONT");
+	for (i = 0; i < nthreads; i++)
+		sys_ptrace(PTRACE_INTERRUPT, threads[i].tid, NULL, 0);
+	while (nthreads) {
+		pid_t tid = waitpid(-1, &status, __WALL);
+		struct thread *t = thread_of(tid);
+
+		if (tid < 0)
+			break;
+		if (!t)
+			continue;
+		if (WIFSTOPPED(status)) {
+			drain(t);
+			lost += lost_records(tid);
+			if (ring_max && !on_crash)
+				print_ring(t);
+			sys_ptrace(PTRACE_BTS_CONFIG, tid,
+				   &(struct ptrace_bts_config){ 0 },
+				   sizeof(struct ptrace_bts_config));
+			sys_ptrace(PTRACE_DETACH, tid, NULL, 0);
+		}
+		thread_del(tid);
+	}
+}
+
+/* What to deliver after a stop of @t, 0 for none. */
+static int stopped(struct thread *t, int status, bool seized)
+{
+	int sig = WSTOPSIG(status), event = EVENT_OF(status);
+	unsigned long msg;
+
+	if (status >> 8 == BTS_STOP_STATUS) {
+		drain(t);
+		return 0;
+	}
+	switch (event) {
+	case 0:
+		break;
+	case PTRACE_EVENT_EXIT:
+		drain(t);
+		lost += lost_records(t->tid);
+		if (ring_max && !on_crash)
+			print_ring(t);
+		return 0;
+	case PTRACE_EVENT_EXEC:
+		/* The old image's records, with its names; then the new one's. */
+		drain(t);
+		sym_reset();
+		sym_load_process(t->tid);
+		return 0;
+	case PTRACE_EVENT_CLONE:
+	case PTRACE_EVENT_FORK:
+	case PTRACE_EVENT_VFORK:
+		if (!sys_ptrace(PTRACE_GETEVENTMSG, t->tid, NULL,
+				(unsigned long)&msg))
+			thread_add(msg);
+		return 0;
+	case PTRACE_EVENT_STOP:
+		/* A new thread's first stop, seized; or a group stop. */
+		if (!t->configured)
+			configure(t);
+		return 0;
+	default:
+		return 0;
+	}
+	/* A new thread's first stop, not seized: its SIGSTOP is ours. */
+	if (!t->configured && sig == SIGSTOP) {
+		configure(t);
+		return 0;
+	}
+	if (sig_fatal(t->tid, sig))
+		report_crash(t, sig);
+	return sig;
+}
+
+/*
+ * Follow the threads until the first one, @pid, and all the others have
+ * ended (or we are interrupted). Returns @pid's wait status.
+ */
+static int follow(pid_t pid, bool seized)
+{
+	int status, sig, result = 0;
+	struct thread *t;
+	pid_t tid;
+
 	for (;;) {
-		if (waitpid(pid, &status, __WALL) < 0) {
+		tid = waitpid(-1, &status, __WALL);
+		if (tid < 0) {
 			if (errno == EINTR && interrupted && seized) {
-				sys_ptrace(PTRACE_INTERRUPT, pid, NULL, 0);
-				continue;
+				detach_all();
+				return 0;
 			}
+			if (errno == ECHILD)
+				return result;
 			die("waitpid");
 		}
+		t = thread_of(tid);
+		if (!t)
+			t = thread_add(tid);
 		if (WIFEXITED(status) || WIFSIGNALED(status)) {
-			ret = WIFEXITED(status) ? WEXITSTATUS(status) :
-			      128 + WTERMSIG(status);
-			break;
+			if (tid == pid)
+				result = status;
+			thread_del(tid);
+			if (!nthreads)
+				return result;
+			continue;
 		}
-		sig = WSTOPSIG(status);
-		if (status >> 8 == (SIGTRAP | (PTRACE_EVENT_EXIT << 8))) {
-			drain(pid, size);
-			lost += lost_records(pid);
-			sig = 0;
-		} else if (status >> 16 == PTRACE_EVENT_STOP) {
-			/* our PTRACE_INTERRUPT (or a group stop) */
-			if (interrupted) {
-				drain(pid, size);
-				lost += lost_records(pid);
-				sys_ptrace(PTRACE_BTS_CONFIG, pid,
-					   &(struct ptrace_bts_config){ 0 },
-					   sizeof(struct ptrace_bts_config));
-				sys_ptrace(PTRACE_DETACH, pid, NULL, 0);
-				break;
-			}
-			sig = 0;
-		} else if (status >> 8 == BTS_STOP_STATUS) {
-			drain(pid, size);
-			sig = 0;
-		} else if (status >> 16) {
-			sig = 0;
-		}
-		if (sys_ptrace(PTRACE_CONT, pid, NULL, sig))
-			break;
+		sig = stopped(t, status, seized);
+		sys_ptrace(PTRACE_CONT, tid, NULL, sig);
 	}
-	return ret;
+}
+
+/* Seize every thread of @pid and stop them; the first is @pid itself. */
+static void attach(pid_t pid, unsigned long options)
+{
+	char path[64];
+	struct dirent *d;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = opendir(path);
+	if (!dir)
+		die(path);
+	while ((d = readdir(dir))) {
+		pid_t tid = atoi(d->d_name);
+		struct thread *t;
+		int status;
+
+		if (tid <= 0 || thread_of(tid))
+			continue;
+		if (sys_ptrace(PTRACE_SEIZE, tid, NULL, options))
+			die("PTRACE_SEIZE");
+		sys_ptrace(PTRACE_INTERRUPT, tid, NULL, 0);
+		if (waitpid(tid, &status, __WALL) != tid)
+			die("waitpid");
+		t = thread_add(tid);
+		configure(t);
+		sys_ptrace(PTRACE_CONT, tid, NULL, 0);
+	}
+	closedir(dir);
+}
+
+/* Start the program, stopped after its exec; returns its pid. */
+static pid_t launch(char **argv, unsigned long options)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		if (sys_ptrace(PTRACE_TRACEME, 0, NULL, 0))
+			die("PTRACE_TRACEME");
+		execvp(argv[0], argv);
+		die(argv[0]);
+	}
+	/* The stop after exec: the new image is there. */
+	if (waitpid(pid, &status, 0) != pid || !WIFSTOPPED(status)) {
+		fprintf(stderr, "btrace: %s did not start\n", argv[0]);
+		exit(1);
+	}
+	if (sys_ptrace(PTRACE_SETOPTIONS, pid, NULL, options))
+		die("PTRACE_SETOPTIONS");
+	return pid;
+}
+
+/* End as the program did: its exit status, or its signal. */
+static int finish(int status)
+{
+	struct rlimit none = { 0, 0 };
+	sigset_t set;
+	int sig;
+
+	if (!WIFSIGNALED(status))
+		return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+	sig = WTERMSIG(status);
+	/* No core of btrace: the program's is the one that matters. */
+	setrlimit(RLIMIT_CORE, &none);
+	signal(sig, SIG_DFL);
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+	return 128 + sig;
 }
 
 static void print_usage(void)
 {
 	fprintf(stderr,
-		"usage: btrace [-n N] [-s size] [-f symbol] program [args...]\n"
-		"       btrace [-n N] [-s size] -p pid\n"
-		"       btrace --core FILE\n");
+		"usage: btrace [-n N] [-s size] [-b symbol] [-f] [--calls|--json] [--on-crash[=N]] program [args...]\n"
+		"       btrace [-n N] [-s size] [--calls|--json] [--on-crash[=N]] -p pid\n"
+		"       btrace [--calls|--json] --core FILE\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	unsigned int size = DEFAULT_SIZE;
-	const char *from_sym = NULL;
-	pid_t pid = 0;
-	unsigned int backend;
-	int opt, status, ret;
-	bool seized = false;
 	static const struct option longopts[] = {
 		{ "core", required_argument, NULL, 'c' },
+		{ "calls", no_argument, NULL, 'C' },
+		{ "json", no_argument, NULL, 'J' },
+		{ "on-crash", optional_argument, NULL, 'X' },
 		{ NULL, 0, NULL, 0 },
 	};
+	unsigned long options = PTRACE_O_TRACEEXIT | PTRACE_O_TRACECLONE |
+				PTRACE_O_TRACEEXEC;
+	const char *begin = NULL, *core = NULL;
+	pid_t pid = 0;
+	int opt, status;
+	bool seized = false;
 
-	while ((opt = getopt_long(argc, argv, "+n:s:f:p:h", longopts,
+	while ((opt = getopt_long(argc, argv, "+n:s:b:p:fh", longopts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'c':
-			if (optind != argc)
-				print_usage();
-			return core_print(optarg);
+			core = optarg;
+			break;
+		case 'C':
+			out_init(OUT_CALLS);
+			break;
+		case 'J':
+			out_init(OUT_JSON);
+			break;
+		case 'X':
+			on_crash = true;
+			ring_max = optarg ? strtoul(optarg, NULL, 0) :
+					    ON_CRASH_DEFAULT;
+			break;
 		case 'n':
-			tail_max = strtoul(optarg, NULL, 0);
+			ring_max = strtoul(optarg, NULL, 0);
 			break;
 		case 's':
-			size = strtoul(optarg, NULL, 0);
+			bufsize = strtoul(optarg, NULL, 0);
 			break;
-		case 'f':
-			from_sym = optarg;
+		case 'b':
+			begin = optarg;
 			break;
 		case 'p':
 			pid = strtol(optarg, NULL, 0);
+			break;
+		case 'f':
+			options |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
 			break;
 		default:
 			print_usage();
 		}
 	}
-	if ((pid && optind != argc) || (!pid && optind == argc))
+	if (core)
+		return optind == argc && !pid ? core_print(core) : 2;
+	if ((pid && optind != argc) || (!pid && optind == argc) || !bufsize ||
+	    (on_crash && !ring_max))
 		print_usage();
-	if (tail_max) {
-		tail = calloc(tail_max, sizeof(*tail));
-		if (!tail)
-			die("calloc");
-	}
+	buf = malloc(bufsize);
+	if (!buf)
+		die("malloc");
 
 	if (pid) {
-		/* SEIZE, so that SIGINT can stop it with PTRACE_INTERRUPT */
-		if (sys_ptrace(PTRACE_SEIZE, pid, NULL, PTRACE_O_TRACEEXIT))
-			die("PTRACE_SEIZE");
+		/* SEIZE, so that SIGINT can stop them with PTRACE_INTERRUPT. */
 		seized = true;
-		sys_ptrace(PTRACE_INTERRUPT, pid, NULL, 0);
-		if (waitpid(pid, &status, __WALL) != pid)
-			die("waitpid");
-		/* no SA_RESTART: SIGINT must interrupt waitpid() */
+		/* No SA_RESTART: SIGINT must interrupt waitpid(). */
 		sigaction(SIGINT, &(struct sigaction){ .sa_handler = on_sigint },
 			  NULL);
+		attach(pid, options);
 	} else {
-		pid = fork();
-		if (pid < 0)
-			die("fork");
-		if (pid == 0) {
-			if (sys_ptrace(PTRACE_TRACEME, 0, NULL, 0))
-				die("PTRACE_TRACEME");
-			execvp(argv[optind], argv + optind);
-			die(argv[optind]);
+		pid = launch(argv + optind, options | PTRACE_O_EXITKILL);
+		sym_load_process(pid);
+		if (begin) {
+			const struct sym *s = sym_find(begin);
+
+			if (!s) {
+				fprintf(stderr, "btrace: no symbol %s\n", begin);
+				kill(pid, SIGKILL);
+				return 1;
+			}
+			if (!run_to(pid, s->addr, &status))
+				return finish(status);
 		}
-		/* the stop after exec: the new image is there */
-		if (waitpid(pid, &status, 0) != pid || !WIFSTOPPED(status)) {
-			fprintf(stderr, "btrace: %s did not start\n", argv[optind]);
-			return 1;
-		}
-		if (sys_ptrace(PTRACE_SETOPTIONS, pid, NULL,
-			       PTRACE_O_TRACEEXIT | PTRACE_O_EXITKILL))
-			die("PTRACE_SETOPTIONS");
+		configure(thread_add(pid));
+		sys_ptrace(PTRACE_CONT, pid, NULL, 0);
 	}
-	sym_load_process(pid);
-
-	if (from_sym) {
-		const struct sym *s = sym_find(from_sym);
-
-		if (!s) {
-			fprintf(stderr, "btrace: no symbol %s\n", from_sym);
-			kill(pid, SIGKILL);
-			return 1;
-		}
-		if (run_to(pid, s->addr))
-			return 1;
+	status = follow(pid, seized);
+	fflush(stdout);
+	if (!on_crash) {
+		fprintf(stderr, "btrace: traced by %s\n", backend_name());
+		fprintf(stderr, "btrace: %lu branch records%s\n", total,
+			ring_max ? " (the last ones of each thread shown)" : "");
 	}
-
-	backend = configure(pid, size);
-	ret = follow(pid, size, seized);
-	if (tail_max)
-		print_tail();
-	fprintf(stderr, "btrace: traced by %s\n", backend_name(backend));
-	fprintf(stderr, "btrace: %lu branch records%s\n", total,
-		tail_max && total > tail_max ? " (the last ones shown)" : "");
 	if (lost)
-		fprintf(stderr,
-			"btrace: %llu records lost: the trace has gaps\n",
+		fprintf(stderr, "btrace: %llu records lost: the trace has gaps\n",
 			lost);
-	return ret;
+	return finish(status);
 }

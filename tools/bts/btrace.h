@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * btrace: what its files share. btrace.c traces, btrace_sym.c names
- * addresses, btrace_core.c reads the branch trace of a core dump.
+ * addresses, btrace_out.c prints, btrace_core.c reads the branch trace of
+ * a core dump.
  */
 #ifndef BTRACE_H
 #define BTRACE_H
@@ -27,10 +28,22 @@ void sym_add_file(const char *path, uint64_t start, uint64_t off);
 void sym_add_image(const void *img, size_t len, uint64_t start);
 void sym_load_process(pid_t pid);
 const struct sym *sym_find(const char *name);
+const struct sym *sym_lookup(uint64_t addr);
+size_t sym_read(uint64_t addr, void *buf, size_t len);
 void sym_format(uint64_t addr, char *buf, size_t len);
 
-/* btrace.c */
-void print_record(const struct bts_struct *r);
+/* btrace_out.c */
+enum out_mode {
+	OUT_PLAIN,
+	OUT_CALLS,
+	OUT_JSON,
+};
+
+void out_init(enum out_mode m);
+void out_threads(bool many);
+void out_record(pid_t tid, const struct bts_struct *r);
+void out_signal(pid_t tid, int sig, uint64_t ip, uint64_t addr,
+		bool has_addr);
 
 /* btrace_core.c */
 int core_print(const char *path);

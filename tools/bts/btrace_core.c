@@ -190,8 +190,21 @@ static void core_thread(const struct core *c, const struct note *n,
 	*sig = cursig;
 }
 
+/*
+ * The thread's IP from the pr_reg of its NT_PRSTATUS: after the common
+ * part (16 bytes, two words, 16 bytes, four timevals of two words), at
+ * user_regs_struct's rip (word 16) or eip (word 12).
+ */
+static uint64_t core_ip(const struct core *c, const struct note *n)
+{
+	uint64_t w = c->is64 ? 8 : 4, off = 32 + 10 * w + (c->is64 ? 16 : 12) * w;
+
+	return n && n->size >= off + w ? core_word(c, n->desc + off) : 0;
+}
+
 int core_print(const char *path)
 {
+	const struct note *pr = NULL;
 	const struct bts_struct *rec;
 	int tid = 0, sig = 0, traced = 0;
 	struct core c;
@@ -210,18 +223,18 @@ int core_print(const char *path)
 	}
 	/* Each thread's notes start with its NT_PRSTATUS. */
 	for (i = 0; i < c.nnotes; i++) {
-		if (c.notes[i].type == NT_PRSTATUS)
-			core_thread(&c, &c.notes[i], &tid, &sig);
+		if (c.notes[i].type == NT_PRSTATUS) {
+			pr = &c.notes[i];
+			core_thread(&c, pr, &tid, &sig);
+		}
 		if (c.notes[i].type != NT_X86_BTS)
 			continue;
 		rec = (const void *)c.notes[i].desc;
 		n = c.notes[i].size / sizeof(*rec);
-		printf("thread %d", tid);
-		if (sig)
-			printf(", signal %d", sig);
-		printf(": the last %zu branch records\n", n);
 		for (j = 0; j < n; j++)
-			print_record(&rec[j]);
+			out_record(tid, &rec[j]);
+		if (sig)
+			out_signal(tid, sig, core_ip(&c, pr), 0, false);
 		traced++;
 	}
 	if (!traced)

@@ -29,6 +29,17 @@
 static struct sym *syms;
 static size_t nsyms;
 static bool sorted;
+
+/* The loaded images, for the instruction bytes at an address. */
+struct object {
+	const unsigned char *img;
+	size_t len;
+	bool is64;
+	uint64_t bias;
+};
+
+static struct object *objects;
+static size_t nobjects;
 /* Paths whose symbols are in: each object is read once. */
 static char **paths;
 static size_t npaths;
@@ -201,6 +212,35 @@ static void elf_add(const struct elf *e, uint64_t bias)
 {
 	if (!elf_syms(e, SHT_SYMTAB, bias))
 		elf_syms(e, SHT_DYNSYM, bias);
+	objects = reallocarray(objects, nobjects + 1, sizeof(*objects));
+	if (!objects)
+		die("realloc");
+	objects[nobjects++] = (struct object){ e->img, e->len, e->is64, bias };
+}
+
+size_t sym_read(uint64_t addr, void *buf, size_t len)
+{
+	struct phdr ph;
+	size_t i, n;
+	unsigned int j;
+
+	for (i = 0; i < nobjects; i++) {
+		const struct object *o = &objects[i];
+		struct elf e = { o->img, o->len, o->is64 };
+		uint64_t vaddr = addr - o->bias;
+
+		for (j = 0; elf_phdr(&e, j, &ph); j++) {
+			if (ph.type != PT_LOAD || vaddr < ph.vaddr ||
+			    vaddr >= ph.vaddr + ph.filesz ||
+			    ph.offset + ph.filesz > e.len)
+				continue;
+			n = ph.vaddr + ph.filesz - vaddr;
+			n = n < len ? n : len;
+			memcpy(buf, e.img + ph.offset + (vaddr - ph.vaddr), n);
+			return n;
+		}
+	}
+	return 0;
 }
 
 void sym_add_image(const void *img, size_t len, uint64_t start)
@@ -244,6 +284,7 @@ void sym_add_file(const char *path, uint64_t start, uint64_t off)
 void sym_reset(void)
 {
 	nsyms = 0;
+	nobjects = 0;
 	vdso_start = 0;
 	while (npaths)
 		free(paths[--npaths]);
@@ -304,7 +345,7 @@ static int sym_cmp(const void *a, const void *b)
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-static const struct sym *lookup(uint64_t addr)
+const struct sym *sym_lookup(uint64_t addr)
 {
 	size_t lo = 0, hi = nsyms;
 	const struct sym *s;
@@ -342,7 +383,7 @@ const struct sym *sym_find(const char *name)
 
 void sym_format(uint64_t addr, char *buf, size_t len)
 {
-	const struct sym *s = lookup(addr);
+	const struct sym *s = sym_lookup(addr);
 
 	if (s)
 		snprintf(buf, len, "%s+%#llx", s->name,

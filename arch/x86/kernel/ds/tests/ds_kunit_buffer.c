@@ -453,7 +453,7 @@ static void ds_test_memlock_per_user(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, IS_ERR(tracer));
 	ds_test_unuse_mm(mm);
 	ds_test_use_mm(test, &other);
-	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -ENOMEM);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(ds_test_task(test, &cfg)), -EDQUOT);
 	KUNIT_EXPECT_EQ(test, atomic64_read(&other->pinned_vm), 0);
 	ds_test_release(test, tracer);
 	tracer = ds_test_task(test, &cfg);
