@@ -386,7 +386,7 @@ void sym_format(uint64_t addr, char *buf, size_t len)
 	const struct sym *s = sym_lookup(addr);
 
 	if (s)
-		snprintf(buf, len, "%s+%#llx", s->name,
+		snprintf(buf, len, "%s+0x%llx", s->name,
 			 (unsigned long long)(addr - s->addr));
 	else
 		snprintf(buf, len, "?");

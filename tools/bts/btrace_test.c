@@ -455,7 +455,8 @@ static void test_on_crash_and_core(void)
 	    strstr(live[6], "SIGSEGV at"), "on_crash",
 	    "status %#x, %zu lines: %.300s", r.status, nl, nl ? live[0] : "");
 
-	ok = cored && WCOREDUMP(r.status) && find_core(path, sizeof(path));
+	/* btrace ends killed by the signal, without a core of its own. */
+	ok = cored && find_core(path, sizeof(path));
 	if (!ok) {
 		tap(false, "core", "no core dump (status %#x)", r.status);
 		goto out;

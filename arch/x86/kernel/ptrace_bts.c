@@ -7,22 +7,23 @@
  * Each traced thread has at most one struct ptrace_bts, in
  * thread_struct::ptrace_bts, holding a Debug Store tracer (asm/ds.h) with
  * its buffer charged to the tracer's locked memory. Requests run in the
- * tracer with the tracee frozen in a ptrace stop, so they never race with
- * each other. The context goes away, and the charge with it, on the first
- * of:
+ * tracer, one at a time; all but STATUS, SIZE and READ with the tracee
+ * frozen in a ptrace stop. Those three read a running tracee's trace too,
+ * and an exited one's: exit_thread() stops the recording (ds_exit_thread())
+ * and the trace stays until the tracer reaps the thread. The tracer stops
+ * using the trace on the first of:
  *
  * - PTRACE_BTS_CONFIG without PTRACE_BTS_O_TRACE, or a reallocation;
  * - PTRACE_DETACH: ptrace_disable(), in the tracer, at once;
- * - the tracee's exit: exit_thread(), in the tracee, before the tracer can
- *   reap it;
- * - any other end of the ptrace link (the tracer exits or is killed):
- *   __ptrace_unlink() runs under tasklist_lock, so the release is queued to
- *   a workqueue.
+ * - any other end of the ptrace link (the tracee is reaped, the tracer
+ *   exits or is killed): __ptrace_unlink() runs under tasklist_lock, so the
+ *   recording stops there and the rest is queued to a workqueue.
  *
- * Whoever takes the pointer out of the thread (xchg) releases it. An event
- * stop for a full buffer (PTRACE_BTS_O_STOP) is task work the tracee runs
- * on its way to user mode, perhaps after the release: it keeps the struct,
- * not the trace.
+ * Whoever takes the pointer out of the thread (xchg) drops the tracer's
+ * reference. A request on a tracee that is not stopped holds one of its
+ * own, taken under RCU, as does a queued event stop for a full buffer
+ * (PTRACE_BTS_O_STOP), task work the tracee runs on its way to user mode.
+ * The trace and its charge go with the last reference.
  */
 
 #define pr_fmt(fmt) "ptrace_bts: " fmt
@@ -92,8 +93,10 @@
  * @release_work: deferred release after __ptrace_unlink()
  * @stop_work:	  the tracee's own work that stops it for a full buffer
  * @stop_queued:  @stop_work is queued; a callback_head is queued once
- * @ref:	  the tracer's, and one for a queued @stop_work, which the
- *		  tracee runs on its own and may run after the release
+ * @ref:	  the tracer's, one for a queued @stop_work, which the tracee
+ *		  runs on its own and may run after the release, and one for
+ *		  each request in progress
+ * @rcu:	  freed after a grace period: requests find it under RCU
  */
 struct ptrace_bts {
 	struct ds_tracer	*tracer;
@@ -107,6 +110,7 @@ struct ptrace_bts {
 	struct callback_head	stop_work;
 	atomic_t		stop_queued;
 	refcount_t		ref;
+	struct rcu_head		rcu;
 };
 
 /*
@@ -125,6 +129,24 @@ static struct ptrace_bts *ptrace_bts_get(struct task_struct *child)
 	return READ_ONCE(child->thread.ptrace_bts);
 }
 
+/*
+ * The trace of a tracee that may be running or exiting: its pointer may be
+ * taken out and its last reference dropped meanwhile (the thread reaped by
+ * another's exec, a tracer's death on another CPU). Drop with
+ * ptrace_bts_put().
+ */
+static struct ptrace_bts *ptrace_bts_hold(struct task_struct *child)
+{
+	struct ptrace_bts *pb;
+
+	rcu_read_lock();
+	pb = ptrace_bts_get(child);
+	if (pb && !refcount_inc_not_zero(&pb->ref))
+		pb = NULL;
+	rcu_read_unlock();
+	return pb;
+}
+
 /* The backend tracing @child, 0 (%PTRACE_BTS_BACKEND_ANY) when none is. */
 static u32 ptrace_bts_in_use(struct task_struct *child)
 {
@@ -135,25 +157,34 @@ static u32 ptrace_bts_in_use(struct task_struct *child)
 
 /* --- lifetime --- */
 
+/* Process context: the last reference releases the Debug Store tracer. */
 static void ptrace_bts_put(struct ptrace_bts *pb)
 {
-	if (refcount_dec_and_test(&pb->ref)) {
-		put_task_struct(pb->task);
-		kfree(pb);
-	}
-}
-
-static void ptrace_bts_free(struct ptrace_bts *pb)
-{
-	/* Waits for a queued overflow notification: no stop is queued after. */
+	if (!refcount_dec_and_test(&pb->ref))
+		return;
+	/* Waits for a queued overflow notification: none is queued after. */
 	ds_release(pb->tracer);
 	mmdrop(pb->mm);
+	put_task_struct(pb->task);
+	kfree_rcu(pb, rcu);
+}
+
+/*
+ * The tracer is done with @pb, and the tracee is stopped: no request and
+ * no core dump reads it. The Debug Store tracer goes now, so that a new
+ * one can take its place at once; a queued event stop, which does not use
+ * it, may still hold @pb.
+ */
+static void ptrace_bts_free(struct ptrace_bts *pb)
+{
+	ds_release(pb->tracer);
+	pb->tracer = NULL;
 	ptrace_bts_put(pb);
 }
 
 static void ptrace_bts_release_work(struct work_struct *work)
 {
-	ptrace_bts_free(container_of(work, struct ptrace_bts, release_work));
+	ptrace_bts_put(container_of(work, struct ptrace_bts, release_work));
 }
 
 /* Take the context out of @child and free it. */
@@ -168,11 +199,6 @@ static void ptrace_bts_release(struct task_struct *child)
 void ptrace_bts_detach(struct task_struct *child)
 {
 	ptrace_bts_release(child);
-}
-
-void ptrace_bts_exit(struct task_struct *task)
-{
-	ptrace_bts_release(task);
 }
 
 /*
@@ -483,22 +509,21 @@ static int ptrace_bts_alloc(struct task_struct *child,
 	pb->tracer = ptrace_bts_request_ds(child, &dcfg);
 	if (IS_ERR(pb->tracer)) {
 		err = PTR_ERR(pb->tracer);
+		pb->tracer = NULL;
 		/* The hardware was refused, and nothing else can trace. */
 		if (err == -EOPNOTSUPP && refusal)
 			err = refusal;
-		goto free_pb;
+		goto put_pb;
 	}
 	err = ptrace_bts_backend(pb->tracer, &pb->backend);
 	if (err)
-		goto release_tracer;
+		goto put_pb;
 	WRITE_ONCE(child->thread.ptrace_bts, pb);
 	mmput(mm);
 	return 0;
 
-release_tracer:
-	ds_release(pb->tracer);
-free_pb:
-	mmdrop(pb->mm);
+put_pb:
+	/* The only reference: the tracer, if any, goes with it. */
 	ptrace_bts_put(pb);
 put_mm:
 	mmput(mm);
@@ -667,8 +692,10 @@ static void ptrace_bts_position(struct task_struct *child,
 		return;
 	if (geom->status & DS_STATUS_PAUSED)
 		*state |= PTRACE_BTS_S_PAUSED;
+	/* ds_exit_thread() or ds_exec_thread() ended the recording. */
 	if (geom->status & DS_STATUS_DETACHED)
-		*state |= PTRACE_BTS_S_STOPPED_EXEC;
+		*state |= child->flags & PF_EXITING ? PTRACE_BTS_S_EXITED :
+						      PTRACE_BTS_S_STOPPED_EXEC;
 	if (ptrace_bts_check_read(child, pb, geom)) {
 		*state |= PTRACE_BTS_S_UNREADABLE;
 		return;
@@ -677,10 +704,10 @@ static void ptrace_bts_position(struct task_struct *child,
 	*lost = geom->unwritten;
 }
 
-static long ptrace_bts_status(struct task_struct *child, void __user *ucfg,
+static long ptrace_bts_status(struct task_struct *child,
+			      struct ptrace_bts *pb, void __user *ucfg,
 			      unsigned long len)
 {
-	struct ptrace_bts *pb = ptrace_bts_get(child);
 	struct ptrace_bts_config cfg = {
 		.bts_size = sizeof(struct bts_struct),
 	};
@@ -706,9 +733,8 @@ static long ptrace_bts_status(struct task_struct *child, void __user *ucfg,
 	return sizeof(cfg);
 }
 
-static long ptrace_bts_size(struct task_struct *child)
+static long ptrace_bts_size(struct task_struct *child, struct ptrace_bts *pb)
 {
-	struct ptrace_bts *pb = ptrace_bts_get(child);
 	struct ds_geometry geom;
 	int err;
 
@@ -890,10 +916,9 @@ static long ptrace_bts_drain(struct task_struct *child,
 	return err ?: n;
 }
 
-static long ptrace_bts_read(struct task_struct *child, void __user *urd,
-			    unsigned long len)
+static long ptrace_bts_read(struct task_struct *child, struct ptrace_bts *pb,
+			    void __user *urd, unsigned long len)
 {
-	struct ptrace_bts *pb = ptrace_bts_get(child);
 	struct ptrace_bts_read rd;
 	struct ds_geometry geom;
 	u64 next, seq;
@@ -963,15 +988,21 @@ static size_t ptrace_bts_regset_count(struct task_struct *target,
 int ptrace_bts_regset_active(struct task_struct *target,
 			     const struct user_regset *regset)
 {
+	struct ptrace_bts *pb = ptrace_bts_hold(target);
 	struct ds_geometry geom;
+	int n;
 
-	return ptrace_bts_regset_count(target, ptrace_bts_get(target), &geom);
+	n = ptrace_bts_regset_count(target, pb, &geom);
+	if (pb)
+		ptrace_bts_put(pb);
+	return n;
 }
 
+/* In a core dump, the tracer may detach meanwhile: hold the trace. */
 int ptrace_bts_regset_get(struct task_struct *target,
 			  const struct user_regset *regset, struct membuf to)
 {
-	struct ptrace_bts *pb = ptrace_bts_get(target);
+	struct ptrace_bts *pb = ptrace_bts_hold(target);
 	u32 tid = ptrace_bts_tid(target);
 	struct ds_bts_record *raw;
 	struct bts_struct *batch;
@@ -987,7 +1018,7 @@ int ptrace_bts_regset_get(struct task_struct *target,
 	if (!err)
 		err = ptrace_bts_check_read(target, pb, &geom);
 	if (err)
-		return err;
+		goto put_pb;
 
 	raw = kmalloc_array(PTRACE_BTS_DRAIN_BATCH, sizeof(*raw), GFP_KERNEL);
 	batch = kmalloc_array(PTRACE_BTS_DRAIN_BATCH, sizeof(*batch),
@@ -1015,27 +1046,48 @@ int ptrace_bts_regset_get(struct task_struct *target,
 free:
 	kfree(batch);
 	kfree(raw);
+put_pb:
+	ptrace_bts_put(pb);
 	return err;
+}
+
+/* The requests that work on a tracee in any state: ptrace_bts_any_state(). */
+static long ptrace_bts_read_request(struct task_struct *child, long request,
+				    void __user *addr, unsigned long data)
+{
+	struct ptrace_bts *pb = ptrace_bts_hold(child);
+	long ret;
+
+	switch (request) {
+	case PTRACE_BTS_STATUS:
+		ret = ptrace_bts_status(child, pb, addr, data);
+		break;
+	case PTRACE_BTS_SIZE:
+		ret = ptrace_bts_size(child, pb);
+		break;
+	default:
+		ret = ptrace_bts_read(child, pb, addr, data);
+		break;
+	}
+	if (pb)
+		ptrace_bts_put(pb);
+	return ret;
 }
 
 long ptrace_bts_request(struct task_struct *child, long request,
 			void __user *addr, unsigned long data)
 {
+	if (ptrace_bts_any_state(request))
+		return ptrace_bts_read_request(child, request, addr, data);
 	switch (request) {
 	case PTRACE_BTS_CONFIG:
 		return ptrace_bts_config(child, addr, data);
-	case PTRACE_BTS_STATUS:
-		return ptrace_bts_status(child, addr, data);
-	case PTRACE_BTS_SIZE:
-		return ptrace_bts_size(child);
 	case PTRACE_BTS_GET:
 		return ptrace_bts_get_one(child, addr, data);
 	case PTRACE_BTS_CLEAR:
 		return ptrace_bts_clear(child);
 	case PTRACE_BTS_DRAIN:
 		return ptrace_bts_drain(child, addr, data);
-	case PTRACE_BTS_READ:
-		return ptrace_bts_read(child, addr, data);
 	default:
 		return -EIO;
 	}

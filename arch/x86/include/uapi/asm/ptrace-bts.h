@@ -3,8 +3,10 @@
  * Branch tracing of a debuggee through ptrace: the PTRACE_BTS_* requests.
  *
  * All requests need the caller to be the ptracer of a stopped tracee, like
- * PTRACE_PEEKUSER; otherwise ptrace() fails with ESRCH. The layouts are the
- * same for 32-bit and 64-bit tracers and tracees. See
+ * PTRACE_PEEKUSER; otherwise ptrace() fails with ESRCH. STATUS, SIZE and
+ * READ only need the caller to be the ptracer: they also read the trace of
+ * a running tracee, and of one that exited and is not reaped yet. The
+ * layouts are the same for 32-bit and 64-bit tracers and tracees. See
  * Documentation/arch/x86/ptrace-bts.rst.
  */
 #ifndef _UAPI_ASM_X86_PTRACE_BTS_H
@@ -151,6 +153,11 @@ struct ptrace_bts_config {
  * PTRACE_BTS_SIZE): @next and @lost are 0.
  */
 #define PTRACE_BTS_S_UNREADABLE		0x4
+/*
+ * The thread exited: the trace is complete, readable until the tracer
+ * reaps the thread or detaches.
+ */
+#define PTRACE_BTS_S_EXITED		0x8
 
 /**
  * struct ptrace_bts_read - PTRACE_BTS_READ argument
