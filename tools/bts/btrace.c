@@ -13,7 +13,9 @@
  * is configured with PTRACE_BTS_O_STOP: when it fills, the thread stops in
  * a PTRACE_EVENT_BTS stop, which the program never sees, and btrace drains
  * it. Under the emulated backend nothing is lost; the CPU's BTS may drop
- * the few branches of its interrupt's skid, and btrace then says so.
+ * the few branches of its interrupt's skid, and btrace then says so. The
+ * gaps of the trace (signal handlers, exec, losses) are shown where they
+ * are (PTRACE_BTS_O_GAPS).
  *
  * A thread that gets a fatal signal is shown with the signal, where it
  * was and the faulting address; the signal then takes effect, and btrace
@@ -212,7 +214,7 @@ static void configure(struct thread *t)
 	struct ptrace_bts_config cfg = {
 		.size = bufsize,
 		.flags = PTRACE_BTS_O_TRACE | PTRACE_BTS_O_ALLOC |
-			 PTRACE_BTS_O_STOP,
+			 PTRACE_BTS_O_STOP | PTRACE_BTS_O_GAPS,
 		.backend = PTRACE_BTS_BACKEND_ANY,
 	};
 

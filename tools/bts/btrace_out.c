@@ -189,6 +189,55 @@ static void calls_branch(pid_t tid, uint64_t from, uint64_t to)
 	calls_line(tid, c->depth, dst);
 }
 
+static const char *gap_name(unsigned int reason)
+{
+	switch (reason) {
+	case PTRACE_BTS_GAP_EXEC:
+		return "exec";
+	case PTRACE_BTS_GAP_EXEC_STOPPED:
+		return "exec-stopped";
+	case PTRACE_BTS_GAP_SIGNAL:
+		return "signal";
+	case PTRACE_BTS_GAP_SIGRETURN:
+		return "sigreturn";
+	case PTRACE_BTS_GAP_LOST:
+		return "lost";
+	case PTRACE_BTS_GAP_PAUSED:
+		return "paused";
+	default:
+		return "unknown";
+	}
+}
+
+/*
+ * --calls: the kernel enters a handler as if called, and sigreturn leaves
+ * it as if returning; after any other gap the depth is not known.
+ */
+static void calls_gap(pid_t tid, const struct bts_struct *r)
+{
+	struct calls *c = calls_of(tid);
+	uint64_t ip = r->variant.gap.ip;
+
+	switch (r->variant.gap.reason) {
+	case PTRACE_BTS_GAP_SIGNAL:
+		if (c->cur && c->depth < CALL_DEPTH_MAX)
+			c->fn[c->depth++] = c->cur;
+		break;
+	case PTRACE_BTS_GAP_SIGRETURN:
+		if (c->depth)
+			c->depth--;
+		break;
+	default:
+		c->depth = 0;
+		c->cur = 0;
+		return;
+	}
+	if (ip) {
+		c->cur = function_of(ip);
+		calls_line(tid, c->depth, c->cur);
+	}
+}
+
 void out_record(pid_t tid, const struct bts_struct *r)
 {
 	bool branch = r->qualifier == BTS_BRANCH;
@@ -198,10 +247,18 @@ void out_record(pid_t tid, const struct bts_struct *r)
 		if (branch)
 			calls_branch(tid, r->variant.lbr.from,
 				     r->variant.lbr.to);
+		else if (r->qualifier == BTS_GAP)
+			calls_gap(tid, r);
 		return;
 	case OUT_JSON:
 		printf("{\"tid\":%d", tid);
-		if (branch) {
+		if (r->qualifier == BTS_GAP) {
+			printf(",\"type\":\"gap\",\"reason\":\"%s\",\"info\":%u",
+			       gap_name(r->variant.gap.reason),
+			       r->variant.gap.info);
+			if (r->variant.gap.ip)
+				json_addr("ip", r->variant.gap.ip);
+		} else if (branch) {
 			printf(",\"type\":\"branch\"");
 			json_addr("from", r->variant.lbr.from);
 			json_addr("to", r->variant.lbr.to);
@@ -218,6 +275,17 @@ void out_record(pid_t tid, const struct bts_struct *r)
 	}
 	if (show_tid)
 		printf("[%d] ", tid);
+	if (r->qualifier == BTS_GAP) {
+		printf("  -- %s", gap_name(r->variant.gap.reason));
+		if (r->variant.gap.reason == PTRACE_BTS_GAP_SIGNAL)
+			printf(" SIG%s", sigabbrev_np(r->variant.gap.info) ?: "?");
+		if (r->variant.gap.ip) {
+			printf(", on at ");
+			plain_addr(r->variant.gap.ip);
+		}
+		printf("\n");
+		return;
+	}
 	if (branch) {
 		plain_addr(r->variant.lbr.from);
 		printf("  ->  ");

@@ -70,7 +70,8 @@
 					 PTRACE_BTS_O_SCHED |		\
 					 PTRACE_BTS_O_SIGNAL |		\
 					 PTRACE_BTS_O_ALLOC |		\
-					 PTRACE_BTS_O_STOP)
+					 PTRACE_BTS_O_STOP |		\
+					 PTRACE_BTS_O_GAPS)
 /* Flags that describe the state, for STATUS. */
 #define PTRACE_BTS_O_STATE		(PTRACE_BTS_O_MASK & ~PTRACE_BTS_O_ALLOC)
 /* What a full buffer does instead of wrapping around. */
@@ -121,6 +122,13 @@ static_assert(sizeof(struct ptrace_bts_config) == PTRACE_BTS_CONFIG_SIZE_VER2);
 static_assert(offsetof(struct ptrace_bts_config, next) == 24);
 static_assert(sizeof(struct ptrace_bts_read) == PTRACE_BTS_READ_SIZE_VER0);
 static_assert(offsetof(struct ptrace_bts_read, lost) == 40);
+/* The Debug Store's reasons for a gap are the ABI's. */
+static_assert(DS_GAP_EXEC == PTRACE_BTS_GAP_EXEC &&
+	      DS_GAP_EXEC_STOPPED == PTRACE_BTS_GAP_EXEC_STOPPED &&
+	      DS_GAP_SIGNAL == PTRACE_BTS_GAP_SIGNAL &&
+	      DS_GAP_SIGRETURN == PTRACE_BTS_GAP_SIGRETURN &&
+	      DS_GAP_LOST == PTRACE_BTS_GAP_LOST &&
+	      DS_GAP_PAUSED == PTRACE_BTS_GAP_PAUSED);
 
 static struct workqueue_struct *ptrace_bts_wq;
 
@@ -304,6 +312,8 @@ static void ptrace_bts_ds_config(struct ptrace_bts *pb,
 	dcfg->flags = DS_USER;
 	if (cfg->flags & PTRACE_BTS_O_SCHED)
 		dcfg->flags |= DS_TIMESTAMPS;
+	if (cfg->flags & PTRACE_BTS_O_GAPS)
+		dcfg->flags |= DS_GAPS;
 	if (cfg->flags & PTRACE_BTS_O_OVERFLOW) {
 		dcfg->overflow = DS_OVERFLOW_NOTIFY;
 		dcfg->notify = ptrace_bts_overflow;
@@ -769,11 +779,20 @@ static void ptrace_bts_convert(const struct ds_bts_record *rec, u32 tid,
 	enum ds_bts_qualifier qual = ds_bts_record_event(rec);
 
 	memset(out, 0, sizeof(*out));
-	if (qual == DS_BTS_BRANCH) {
+	switch (qual) {
+	case DS_BTS_BRANCH:
 		out->qualifier = BTS_BRANCH;
 		out->variant.lbr.from = rec->from;
 		out->variant.lbr.to = rec->to;
 		return;
+	case DS_BTS_GAP:
+		out->qualifier = BTS_GAP;
+		out->variant.gap.ip = rec->to;
+		out->variant.gap.reason = rec->flags & DS_GAP_REASON_MASK;
+		out->variant.gap.info = rec->flags >> DS_GAP_DATUM_SHIFT;
+		return;
+	default:
+		break;
 	}
 	out->qualifier = qual == DS_BTS_TASK_ARRIVES ? BTS_TASK_ARRIVES :
 						       BTS_TASK_DEPARTS;

@@ -65,7 +65,8 @@ enum ds_backend_id {
 #define DS_KERNEL		BIT(0)	/* record in kernel mode */
 #define DS_USER			BIT(1)	/* record in user mode */
 #define DS_TIMESTAMPS		BIT(2)	/* BTS: task arrives/departs records */
-#define DS_FLAGS_MASK		(DS_KERNEL | DS_USER | DS_TIMESTAMPS)
+#define DS_GAPS			BIT(3)	/* BTS: a task's gaps, ds_mark_gap() */
+#define DS_FLAGS_MASK		(DS_KERNEL | DS_USER | DS_TIMESTAMPS | DS_GAPS)
 
 /* Status bits, struct ds_geometry::status */
 #define DS_STATUS_SUSPENDED	BIT(0)	/* ds_suspend() without ds_resume() */
@@ -105,12 +106,41 @@ struct ds_bts_record {
  * @DS_BTS_BRANCH:	 a branch from @from to @to
  * @DS_BTS_TASK_ARRIVES: the traced task was scheduled in
  * @DS_BTS_TASK_DEPARTS: the traced task was scheduled out
+ * @DS_BTS_GAP:		 execution did not go on from the record before by a
+ *			 branch (%DS_GAPS): @to is where it went on, 0 if not
+ *			 known, @flags the &enum ds_gap and, from bit 8 on,
+ *			 its datum
  */
 enum ds_bts_qualifier {
 	DS_BTS_BRANCH,
 	DS_BTS_TASK_ARRIVES,
 	DS_BTS_TASK_DEPARTS,
+	DS_BTS_GAP,
 };
+
+/**
+ * enum ds_gap - why a task's trace has a gap
+ * @DS_GAP_EXEC:	 the task exec()ed a new image, which runs from here
+ * @DS_GAP_EXEC_STOPPED: the task exec()ed an image its user may not read:
+ *			 the trace stops here (ds_exec_thread())
+ * @DS_GAP_SIGNAL:	 a signal handler was entered, at @to; datum: the
+ *			 signal
+ * @DS_GAP_SIGRETURN:	 a signal handler returned, to @to
+ * @DS_GAP_LOST:	 the hardware dropped records here, how many unknown
+ * @DS_GAP_PAUSED:	 recording was paused before this (a full buffer in
+ *			 notify mode) and branches may be missing
+ */
+enum ds_gap {
+	DS_GAP_EXEC = 1,
+	DS_GAP_EXEC_STOPPED,
+	DS_GAP_SIGNAL,
+	DS_GAP_SIGRETURN,
+	DS_GAP_LOST,
+	DS_GAP_PAUSED,
+};
+
+#define DS_GAP_REASON_MASK	GENMASK_ULL(7, 0)
+#define DS_GAP_DATUM_SHIFT	8
 
 /**
  * ds_bts_record_event() - classify a BTS record
@@ -539,6 +569,20 @@ void ds_exit_thread(struct task_struct *task);
 void ds_exec_thread(void);
 
 /**
+ * ds_mark_gap() - record that the current task's execution jumps
+ * @why:   the reason
+ * @datum: its datum (the signal of %DS_GAP_SIGNAL), else 0
+ * @ip:	   where execution goes on, 0 if not known
+ *
+ * For the tracers of the current task that asked for %DS_GAPS: the kernel
+ * moves its IP (a signal frame, sigreturn), which no branch record shows.
+ * The hardware's records of before go into the buffer first.
+ *
+ * Context: process context, the current task.
+ */
+void ds_mark_gap(enum ds_gap why, u32 datum, u64 ip);
+
+/**
  * ds_fork_thread() - a new task starts without tracers
  * @child: the new task, from copy_thread(), not yet running
  *
@@ -641,6 +685,7 @@ static inline void ds_exit_thread(struct task_struct *task) { }
 static inline void ds_suspend_atomic(struct ds_tracer *tracer) { }
 static inline void ds_resume_atomic(struct ds_tracer *tracer) { }
 static inline void ds_exec_thread(void) { }
+static inline void ds_mark_gap(enum ds_gap why, u32 datum, u64 ip) { }
 static inline void ds_fork_thread(struct task_struct *child) { }
 
 #endif /* CONFIG_X86_DS */

@@ -93,8 +93,26 @@ void ds_buf_append_user(struct ds_tracer *tracer,
 			ds_buf_append(tracer, rec, 1);
 }
 
+/* A %DS_BTS_GAP record, for a tracer that asked for them (%DS_GAPS). */
+void ds_buf_append_gap(struct ds_tracer *tracer, enum ds_gap why, u32 datum,
+		       u64 ip)
+{
+	struct ds_bts_record rec = {
+		.from = DS_BTS_EVENT_MARKER | DS_BTS_GAP,
+		.to = ip,
+		.flags = why | (u64)datum << DS_GAP_DATUM_SHIFT,
+	};
+
+	lockdep_assert_held(&tracer->lock);
+
+	if (tracer->flags & DS_GAPS)
+		ds_buf_append(tracer, &rec, 1);
+}
+
 void ds_buf_reset(struct ds_tracer *tracer)
 {
+	bool gap = tracer->gap;
+
 	lockdep_assert_held(&tracer->lock);
 
 	tracer->head = 0;
@@ -105,11 +123,14 @@ void ds_buf_reset(struct ds_tracer *tracer)
 	 * records the reset drops: no record is held, so a number can be
 	 * skipped, and a reader sees the gap.
 	 */
-	if (tracer->gap)
+	if (gap)
 		tracer->seq++;
 	tracer->gap = false;
 	WRITE_ONCE(tracer->dropped, false);
 	WRITE_ONCE(tracer->paused, false);
+	/* The first record after the pause says so. */
+	if (gap && ds_recording(tracer))
+		ds_buf_append_gap(tracer, DS_GAP_PAUSED, 0, 0);
 }
 
 /*

@@ -76,8 +76,8 @@ static int ds_config_check(enum ds_kind kind, bool per_cpu,
 	 */
 	if (cfg->flags & DS_KERNEL && !per_cpu)
 		return -EINVAL;
-	/* Scheduling events only make sense for a task. */
-	if (cfg->flags & DS_TIMESTAMPS && per_cpu)
+	/* Scheduling events and gaps only make sense for a task. */
+	if (cfg->flags & (DS_TIMESTAMPS | DS_GAPS) && per_cpu)
 		return -EINVAL;
 	if (cfg->backend > DS_BACKEND_EMULATED)
 		return -EINVAL;
@@ -596,14 +596,47 @@ void ds_switch_to(struct task_struct *prev, struct task_struct *next)
 	ds_cpu_start(dc, next);
 }
 
+void ds_mark_gap(enum ds_gap why, u32 datum, u64 ip)
+{
+	struct task_struct *task = current;
+	struct ds_tracer *tracer;
+	struct ds_context *ctx;
+	struct ds_cpu *dc;
+	unsigned long flags;
+
+	if (!test_thread_flag(TIF_DS_TRACE))
+		return;
+	/* Interrupts off: an RCU-sched reader, and no switch meanwhile. */
+	local_irq_save(flags);
+	ctx = ds_task_ctx(task);
+	tracer = ctx ? rcu_dereference_sched(ctx->tracer[DS_BTS]) : NULL;
+	if (tracer && READ_ONCE(tracer->flags) & DS_GAPS) {
+		dc = this_cpu_ptr(&ds_cpus);
+		/* The branches of before, staged on this CPU, come first. */
+		if (READ_ONCE(dc->loaded[DS_BTS]) == tracer) {
+			ds_cpu_stop(dc);
+			ds_cpu_start(dc, task);
+		}
+		/* Not after ds_detach(): it stops the appends under the lock. */
+		raw_spin_lock(&tracer->lock);
+		if (ds_recording(tracer))
+			ds_buf_append_gap(tracer, why, datum, ip);
+		raw_spin_unlock(&tracer->lock);
+	}
+	local_irq_restore(flags);
+}
+
 void ds_exec_thread(void)
 {
 	struct task_struct *task = current;
+	bool private;
 
-	if (!rcu_access_pointer(task->thread.ds_ctx) ||
-	    get_dumpable(task->mm) == SUID_DUMP_USER)
+	if (!rcu_access_pointer(task->thread.ds_ctx))
 		return;
-	ds_exit_thread(task);
+	private = get_dumpable(task->mm) != SUID_DUMP_USER;
+	ds_mark_gap(private ? DS_GAP_EXEC_STOPPED : DS_GAP_EXEC, 0, 0);
+	if (private)
+		ds_exit_thread(task);
 }
 
 void ds_fork_thread(struct task_struct *child)

@@ -155,6 +155,7 @@ static void ds_stage_collect(struct ds_cpu *dc, enum ds_kind kind)
 			tracer->lost++;
 			tracer->unwritten++;
 			WRITE_ONCE(tracer->dropped, true);
+			ds_buf_append_gap(tracer, DS_GAP_LOST, 0, 0);
 		}
 		raw_spin_unlock(&tracer->lock);
 	}

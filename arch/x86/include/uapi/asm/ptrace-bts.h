@@ -218,6 +218,13 @@ struct ptrace_bts_read {
  * event stop. A stop pending when the ptrace link ends does not happen.
  */
 #define PTRACE_BTS_O_STOP	0x10
+/*
+ * Mark the gaps of the trace with BTS_GAP records: where execution went on
+ * elsewhere than the records say (a signal handler, sigreturn, exec), and
+ * where records are missing (a pause, a loss). Without it, a trace has no
+ * BTS_GAP records, as for tracers of the ABI before them.
+ */
+#define PTRACE_BTS_O_GAPS	0x20
 
 /**
  * enum bts_qualifier - what a struct bts_struct describes
@@ -225,13 +232,35 @@ struct ptrace_bts_read {
  * @BTS_BRANCH:		a taken branch, in variant.lbr
  * @BTS_TASK_ARRIVES:	the tracee was scheduled in, in variant.event
  * @BTS_TASK_DEPARTS:	the tracee was scheduled out, in variant.event
+ * @BTS_GAP:		execution did not go on from the record before by a
+ *			branch, or records are missing here, in variant.gap
+ *			(PTRACE_BTS_O_GAPS)
  */
 enum bts_qualifier {
 	BTS_INVALID		= 0,
 	BTS_BRANCH		= 1,
 	BTS_TASK_ARRIVES	= 2,
 	BTS_TASK_DEPARTS	= 3,
+	BTS_GAP			= 4,
 };
+
+/*
+ * Why a trace has a gap: struct bts_struct variant.gap.reason.
+ * EXEC:	the tracee exec()ed; the records after are of the new image
+ * EXEC_STOPPED: the tracee exec()ed an image its user may not read;
+ *		tracing stopped there (PTRACE_BTS_S_STOPPED_EXEC)
+ * SIGNAL:	the kernel entered a signal handler, at ip; info: the signal
+ * SIGRETURN:	a signal handler returned (sigreturn), to ip
+ * LOST:	the hardware dropped records here, how many is not known
+ * PAUSED:	recording was paused before this record, at a full buffer
+ *		(PTRACE_BTS_O_STOP, PTRACE_BTS_O_SIGNAL): branches may be missing
+ */
+#define PTRACE_BTS_GAP_EXEC		1
+#define PTRACE_BTS_GAP_EXEC_STOPPED	2
+#define PTRACE_BTS_GAP_SIGNAL		3
+#define PTRACE_BTS_GAP_SIGRETURN	4
+#define PTRACE_BTS_GAP_LOST		5
+#define PTRACE_BTS_GAP_PAUSED		6
 
 /**
  * struct bts_struct - one branch trace record, 24 bytes
@@ -247,6 +276,10 @@ enum bts_qualifier {
  * @variant.event.pid:	thread id of the tracee in the tracer's pid
  *			namespace
  * @variant.event.__reserved: zero
+ * @variant.gap:	BTS_GAP: a gap in the trace
+ * @variant.gap.ip:	where execution went on, 0 if not known
+ * @variant.gap.reason:	PTRACE_BTS_GAP_*
+ * @variant.gap.info:	the signal of PTRACE_BTS_GAP_SIGNAL, else 0
  *
  * The layout is the same for 32-bit and 64-bit tracers and tracees, and
  * for both backends.
@@ -263,6 +296,11 @@ struct bts_struct {
 			__u32	pid;
 			__u32	__reserved;
 		} event;
+		struct {
+			__u64	ip;
+			__u32	reason;
+			__u32	info;
+		} gap;
 	} variant;
 };
 
