@@ -359,13 +359,15 @@ static void test_json(void)
 	char *argv[] = { prog("btrace"), "--json", "-b", "main",
 			 prog("bts-demo"), NULL };
 	unsigned long records = 0, branches = 0;
-	char *lines[4096], *count;
+	char *lines[4096], *count, *called;
 	const char *end = NULL;
 	struct run r;
 	size_t n, i;
 	bool ok;
 
 	run(&r, argv);
+	/* Before the lines are split apart. */
+	called = strstr(r.out, "\"to_sym\":\"fact+0x0\"");
 	count = strstr(r.err, "btrace: ");
 	count = count ? strstr(count + 1, "btrace: ") : NULL;
 	if (count)
@@ -382,8 +384,7 @@ static void test_json(void)
 		if (strstr(lines[i], "\"type\":\"branch\""))
 			branches++;
 	}
-	tap(ok && branches && branches == records &&
-	    strstr(r.out, "\"to_sym\":\"fact+0x0\""), "json",
+	tap(ok && branches && branches == records && called, "json",
 	    "%lu branch objects, %lu records; line %zu: %.200s", branches,
 	    records, i, i && i <= n ? lines[i - 1] : "");
 	run_free(&r);

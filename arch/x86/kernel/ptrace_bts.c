@@ -178,10 +178,11 @@ static void ptrace_bts_put(struct ptrace_bts *pb)
 }
 
 /*
- * The tracer is done with @pb, and the tracee is stopped: no request and
- * no core dump reads it. The Debug Store tracer goes now, so that a new
- * one can take its place at once; a queued event stop, which does not use
- * it, may still hold @pb.
+ * The tracer is done with @pb, in a request on the stopped tracee or at
+ * its detach: no other request runs (they are the tracer's), and no core
+ * dump reads it (a dump waits for every thread to leave its ptrace stop).
+ * The Debug Store tracer goes now, so that a new one can take its place at
+ * once; a queued event stop, which does not use it, may still hold @pb.
  */
 static void ptrace_bts_free(struct ptrace_bts *pb)
 {
@@ -244,8 +245,10 @@ static void ptrace_bts_stop(struct callback_head *head)
 					     stop_work);
 
 	atomic_set(&pb->stop_queued, 0);
+	/* A CONFIG may have taken O_STOP away since: no stop then. */
 	if (!(current->flags & PF_EXITING) &&
-	    READ_ONCE(current->thread.ptrace_bts) == pb)
+	    READ_ONCE(current->thread.ptrace_bts) == pb &&
+	    READ_ONCE(pb->flags) & PTRACE_BTS_O_STOP)
 		ptrace_notify(SIGTRAP | (PTRACE_EVENT_BTS << 8), 0);
 	ptrace_bts_put(pb);
 }
@@ -256,11 +259,20 @@ static void ptrace_bts_queue_stop(struct ptrace_bts *pb)
 	if (atomic_xchg(&pb->stop_queued, 1))
 		return;
 	refcount_inc(&pb->ref);
-	/* TWA_SIGNAL: a tracee running in user mode is kicked into the kernel. */
-	if (task_work_add(pb->task, &pb->stop_work, TWA_SIGNAL)) {
+	/*
+	 * TWA_RESUME, not TWA_SIGNAL: a signal's notification would make a
+	 * tracee sleeping in epoll_wait() and the like return EINTR (a
+	 * scheduling record can fill the buffer as it goes to sleep). The
+	 * stop comes on its way back to user mode; one running in user mode
+	 * on another CPU is sent there by the kick.
+	 */
+	if (task_work_add(pb->task, &pb->stop_work, TWA_RESUME)) {
 		atomic_set(&pb->stop_queued, 0);
+		/* Never the last: the tracer's is dropped after irq_work_sync(). */
 		ptrace_bts_put(pb);
+		return;
 	}
+	kick_process(pb->task);
 }
 
 /* PTRACE_BTS_O_SIGNAL: a siginfo a handler can tell from the kernel's own. */
@@ -463,8 +475,12 @@ static struct ds_tracer *ptrace_bts_request_ds(struct task_struct *child,
 {
 	struct ds_tracer *tracer = ds_request_bts_task(child, dcfg);
 
-	/* A tracer of an earlier ptrace link may still be on its way out. */
-	if (PTR_ERR_OR_ZERO(tracer) == -EBUSY) {
+	/*
+	 * A tracer of an earlier ptrace link may still be on its way out,
+	 * holding the hardware or its charge.
+	 */
+	if (PTR_ERR_OR_ZERO(tracer) == -EBUSY ||
+	    PTR_ERR_OR_ZERO(tracer) == -EDQUOT) {
 		flush_workqueue(ptrace_bts_wq);
 		tracer = ds_request_bts_task(child, dcfg);
 	}
@@ -590,8 +606,11 @@ static bool ptrace_bts_may_read(struct task_struct *child)
 	struct mm_struct *mm = get_task_mm(child);
 	bool ok;
 
+	/* Past exit_mm(): the image as it stood when the thread left it. */
 	if (!mm)
-		return false;
+		return child->flags & PF_EXITING &&
+		       (child->user_dumpable ||
+			ptracer_capable(child, &init_user_ns));
 	ok = ptrace_bts_mm_readable(child, mm);
 	mmput(mm);
 	return ok;
@@ -622,7 +641,9 @@ static int ptrace_bts_check_read(struct task_struct *child,
 	if (!pb)
 		return 0;
 	ok = ptrace_bts_mm_readable(child, pb->mm);
-	if (ok && !(geom->status & DS_STATUS_DETACHED))
+	/* Stopped at a private exec, the image of now has no records. */
+	if (ok && (!(geom->status & DS_STATUS_DETACHED) ||
+		   child->flags & PF_EXITING))
 		ok = ptrace_bts_may_read(child);
 	return ok ? 0 : -EPERM;
 }
@@ -970,6 +991,12 @@ static long ptrace_bts_read(struct task_struct *child, struct ptrace_bts *pb,
 		/* Clamped before dividing: no 64-bit division on i386. */
 		max = (size_t)min_t(u64, rd.size, SIZE_MAX) /
 		      sizeof(struct bts_struct);
+		/*
+		 * What the snapshot counted, no more: the permission and the
+		 * state were asked of it, and a running tracee's records
+		 * would otherwise keep coming.
+		 */
+		max = min_t(u64, max, next - rd.seq);
 		ret = ptrace_bts_read_seq(pb, ptrace_bts_tid(child), &seq,
 					  &next, u64_to_user_ptr(rd.buf), max);
 		if (ret < 0)
@@ -994,12 +1021,29 @@ static long ptrace_bts_read(struct task_struct *child, struct ptrace_bts *pb,
  * the tracer is not there to ask: the rule is the one its requests obey,
  * with the credentials the ptrace link recorded.
  */
+static int ptrace_bts_regset_check(struct task_struct *target,
+				   struct ptrace_bts *pb,
+				   const struct ds_geometry *geom)
+{
+	/*
+	 * A core dump goes to the process's owner, not to the tracer, and
+	 * the tracer's capabilities say nothing of what the owner may see:
+	 * only a trace whose images were the owner's to read, the one it
+	 * started on and the one dumping, is in it.
+	 */
+	if (same_thread_group(current, target) &&
+	    (get_dumpable(pb->mm) != SUID_DUMP_USER || !current->mm ||
+	     get_dumpable(current->mm) != SUID_DUMP_USER))
+		return -EPERM;
+	return ptrace_bts_check_read(target, pb, geom);
+}
+
 static size_t ptrace_bts_regset_count(struct task_struct *target,
 				      struct ptrace_bts *pb,
 				      struct ds_geometry *geom)
 {
 	if (!pb || ptrace_bts_geometry(pb, geom) ||
-	    ptrace_bts_check_read(target, pb, geom))
+	    ptrace_bts_regset_check(target, pb, geom))
 		return 0;
 	return geom->count;
 }
@@ -1035,7 +1079,7 @@ int ptrace_bts_regset_get(struct task_struct *target,
 		return -ENODATA;
 	err = ptrace_bts_geometry(pb, &geom);
 	if (!err)
-		err = ptrace_bts_check_read(target, pb, &geom);
+		err = ptrace_bts_regset_check(target, pb, &geom);
 	if (err)
 		goto put_pb;
 

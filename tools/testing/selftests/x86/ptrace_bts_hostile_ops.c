@@ -363,7 +363,7 @@ static void ho_config(pid_t pid)
 	if (ho_request(PTRACE_BTS_CONFIG, pid, p, len) == 0)
 		atomic_fetch_add(&ho->granted, 1);
 	/* What must fail with a good pointer and length, whatever else. */
-	if (good && p == &cfg && cfg.flags & ~0x1fU)
+	if (good && p == &cfg && cfg.flags & ~0x3fU)
 		ho_expect_einval(PTRACE_BTS_CONFIG, pid, &cfg, sizeof(cfg));
 	if (good && p == &cfg && (cfg.flags & 0xfU) == 0x9 && !cfg.size &&
 	    cfg.backend < 3) {

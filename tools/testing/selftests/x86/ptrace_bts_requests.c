@@ -395,7 +395,7 @@ TEST_F(bts, config_extensible)
 TEST_F(bts, config_bad_flags)
 {
 	static const unsigned int bad_flags[] = {
-		0x20, 0x80000000, BTS_TRACE_ALLOC | 0x100,
+		0x40, 0x80000000, BTS_TRACE_ALLOC | 0x100,
 	};
 	static const unsigned int bad_sigs[] = { 0, 1000 };
 	const unsigned int with_sig = BTS_TRACE_ALLOC | PTRACE_BTS_O_SIGNAL;
@@ -447,32 +447,46 @@ TEST_F(bts, bad_pointer)
  * Exit status of a child that issues every request on @pid: 0 if each
  * failed with ESRCH, else 10 + the index of the first one that did not.
  */
-static int all_requests_errno(pid_t pid)
+static int requests_errno(pid_t pid, bool tracer_of_running)
 {
 	struct ptrace_bts_config cfg = { .size = 8 * BTS_REC,
 					 .flags = BTS_TRACE_ALLOC };
 	struct bts_struct rec[8];
+	struct ptrace_bts_read rd = {
+		.buf = (unsigned long)rec, .size = sizeof(rec),
+	};
 	const struct {
 		long request;
 		void *addr;
 		unsigned long data;
+		bool reads;
 	} req[] = {
 		{ PTRACE_BTS_CONFIG, &cfg, sizeof(cfg) },
-		{ PTRACE_BTS_STATUS, &cfg, sizeof(cfg) },
-		{ PTRACE_BTS_SIZE, NULL, 0 },
+		{ PTRACE_BTS_STATUS, &cfg, sizeof(cfg), true },
+		{ PTRACE_BTS_SIZE, NULL, 0, true },
 		{ PTRACE_BTS_GET, rec, 0 },
 		{ PTRACE_BTS_CLEAR, NULL, 0 },
 		{ PTRACE_BTS_DRAIN, rec, sizeof(rec) },
+		{ PTRACE_BTS_READ, &rd, sizeof(rd), true },
 	};
+	long ret;
 	int i;
 
 	for (i = 0; i < ARRAY_SIZE(req); i++) {
 		errno = 0;
-		if (sys_ptrace(req[i].request, pid, req[i].addr,
-			       req[i].data) != -1 || errno != ESRCH)
+		ret = sys_ptrace(req[i].request, pid, req[i].addr,
+				 req[i].data);
+		/* The tracer reads a running tracee's trace; nothing else. */
+		if (tracer_of_running && req[i].reads ? ret < 0 :
+		    ret != -1 || errno != ESRCH)
 			return 10 + i;
 	}
 	return 0;
+}
+
+static int all_requests_errno(pid_t pid)
+{
+	return requests_errno(pid, false);
 }
 
 static void spin(unsigned long unused)
@@ -510,14 +524,17 @@ TEST_F(bts, not_tracer)
 	check_trace(_metadata, self->pid, jmp_trace, ARRAY_SIZE(jmp_trace));
 }
 
-/* A running tracee is ESRCH, like PTRACE_PEEKUSR. */
+/*
+ * A running tracee: what changes the trace, and GET, is ESRCH, like
+ * PTRACE_PEEKUSR; STATUS, SIZE and READ answer (ptrace_bts_nonstop).
+ */
 TEST_F(bts, running_tracee)
 {
 	self->pid = spawn(_metadata, spin, 0, 0);
 	ASSERT_EQ(0, bts_config(_metadata, self->pid, 8 * BTS_REC,
 				BTS_TRACE_ALLOC, 0));
 	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, self->pid, NULL, 0));
-	EXPECT_EQ(0, all_requests_errno(self->pid));
+	EXPECT_EQ(0, requests_errno(self->pid, true));
 	/* stopped again, it answers; the spin loop fills the buffer */
 	EXPECT_EQ(8, stop_when_recorded(self->pid, 8));
 }

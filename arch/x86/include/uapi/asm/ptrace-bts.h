@@ -80,9 +80,10 @@
  *	rd->seq above the number the next record gets (STATUS's next)
  *	ERANGE. Returns the number of records copied.
  * ptrace(PTRACE_GETREGSET, pid, NT_X86_BTS, struct iovec *iov)
- *	Copy the newest records that fit, oldest first, without dropping
- *	them; iov_len stays as passed. ENODATA without a trace; core dumps
- *	carry the same as an NT_X86_BTS note per traced thread.
+ *	Copy the newest records that fit, up to 1024, oldest first,
+ *	without dropping them; iov_len stays as passed. ENODATA without a
+ *	trace; core dumps carry the same as an NT_X86_BTS note per traced
+ *	thread whose images were dumpable.
  */
 #define PTRACE_BTS_CONFIG	40
 #define PTRACE_BTS_STATUS	41
