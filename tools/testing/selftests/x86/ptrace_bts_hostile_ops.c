@@ -273,12 +273,15 @@ static bool ho_allowed(long req, int err)
 		return err == EINVAL || err == EFAULT;
 	case PTRACE_BTS_DRAIN:
 		return err == EINVAL || err == EFAULT || err == ENOMEM;
+	case PTRACE_BTS_READ:
+		return err == EINVAL || err == E2BIG || err == EFAULT ||
+		       err == ENOMEM || err == ERANGE;
 	}
 	return false;
 }
 
 static const char *const ho_names[] = {
-	"CONFIG", "STATUS", "SIZE", "GET", "CLEAR", "DRAIN",
+	"CONFIG", "STATUS", "SIZE", "GET", "CLEAR", "DRAIN", "READ",
 };
 
 static void ho_bad(const char *what, long req, pid_t pid, void *addr,
@@ -407,6 +410,45 @@ static void ho_drain(pid_t pid)
 	ho_request(PTRACE_BTS_DRAIN, pid, p, len);
 }
 
+/*
+ * READ from a number the trace has, one it has not yet, or anything, into
+ * a buffer of any size at any address; the argument itself good or not.
+ */
+static void ho_read(pid_t pid)
+{
+	struct ptrace_bts_config st = { 0 };
+	struct ptrace_bts_read rd = { 0 };
+	unsigned long len = sizeof(rd);
+	bool good;
+	void *p = &rd;
+
+	ho_request(PTRACE_BTS_STATUS, pid, &st, sizeof(st));
+	switch (ho_below(4)) {
+	case 0:
+		rd.seq = 0;
+		break;
+	case 1:
+		rd.seq = st.next;
+		break;
+	case 2:
+		rd.seq = st.next + 1;
+		break;
+	default:
+		rd.seq = ho_rand();
+		break;
+	}
+	rd.size = ho_below(2) ? ho_len() : ho_rand();
+	rd.buf = (unsigned long)ho_pointer(rd.size < HO_PAGE ? rd.size : 1,
+					   &good);
+	if (!ho_below(4)) {
+		len = ho_len();
+		p = ho_pointer(len < HO_PAGE ? len : sizeof(rd), &good);
+		if (p == ho_rw || p == ho_edge + HO_PAGE - sizeof(rd))
+			memcpy(p, &rd, sizeof(rd));
+	}
+	ho_request(PTRACE_BTS_READ, pid, p, len);
+}
+
 /* A random PTRACE_BTS_* request on @pid. */
 void ho_one(pid_t pid)
 {
@@ -414,7 +456,7 @@ void ho_one(pid_t pid)
 	unsigned long len;
 	bool good;
 
-	switch (ho_below(8)) {
+	switch (ho_below(9)) {
 	case 0:
 	case 1:
 		ho_config(pid);
@@ -435,6 +477,9 @@ void ho_one(pid_t pid)
 	case 5:
 		ho_request(PTRACE_BTS_CLEAR, pid, ho_pointer(1, &good),
 			   ho_rand());
+		break;
+	case 6:
+		ho_read(pid);
 		break;
 	default:
 		ho_drain(pid);
