@@ -248,8 +248,16 @@ static void ptrace_bts_stop(struct callback_head *head)
 	/* A CONFIG may have taken O_STOP away since: no stop then. */
 	if (!(current->flags & PF_EXITING) &&
 	    READ_ONCE(current->thread.ptrace_bts) == pb &&
-	    READ_ONCE(pb->flags) & PTRACE_BTS_O_STOP)
+	    READ_ONCE(pb->flags) & PTRACE_BTS_O_STOP) {
+		/*
+		 * The work runs on the first way back to user mode after the
+		 * pause (the notification's interrupt, or the return from
+		 * the system call the tracee slept in): no branch was
+		 * missed, and the DRAIN that resumes must not show a gap.
+		 */
+		ds_pause_seen(pb->tracer);
 		ptrace_notify(SIGTRAP | (PTRACE_EVENT_BTS << 8), 0);
+	}
 	ptrace_bts_put(pb);
 }
 

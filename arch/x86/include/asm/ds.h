@@ -583,6 +583,22 @@ void ds_exec_thread(void);
 void ds_mark_gap(enum ds_gap why, u32 datum, u64 ip);
 
 /**
+ * ds_pause_seen() - the task did not run while the trace was paused
+ * @tracer: a task's tracer, paused at its threshold (%DS_OVERFLOW_NOTIFY)
+ *
+ * A pause normally leaves a gap: the task's branches are not recorded
+ * until ds_clear() resumes, and the reset skips a sequence number (and
+ * marks %DS_GAP_PAUSED). A client that stopped the task at the
+ * notification, before it ran on in user mode, says so: the pause itself
+ * then missed nothing, and only records dropped at the full buffer still
+ * make a gap.
+ *
+ * Context: any context but NMI; the traced task itself, before it returns
+ * to user mode after the pause.
+ */
+void ds_pause_seen(struct ds_tracer *tracer);
+
+/**
  * ds_fork_thread() - a new task starts without tracers
  * @child: the new task, from copy_thread(), not yet running
  *
@@ -686,6 +702,7 @@ static inline void ds_suspend_atomic(struct ds_tracer *tracer) { }
 static inline void ds_resume_atomic(struct ds_tracer *tracer) { }
 static inline void ds_exec_thread(void) { }
 static inline void ds_mark_gap(enum ds_gap why, u32 datum, u64 ip) { }
+static inline void ds_pause_seen(struct ds_tracer *tracer) { }
 static inline void ds_fork_thread(struct task_struct *child) { }
 
 #endif /* CONFIG_X86_DS */

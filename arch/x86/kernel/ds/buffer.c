@@ -46,7 +46,7 @@ static void ds_buf_check_threshold(struct ds_tracer *tracer, size_t before)
 	    before >= tracer->threshold || tracer->count < tracer->threshold)
 		return;
 	WRITE_ONCE(tracer->paused, true);
-	tracer->gap = true;
+	tracer->pause_gap = true;
 	irq_work_queue(&tracer->notify_work);
 }
 
@@ -111,7 +111,7 @@ void ds_buf_append_gap(struct ds_tracer *tracer, enum ds_gap why, u32 datum,
 
 void ds_buf_reset(struct ds_tracer *tracer)
 {
-	bool gap = tracer->gap;
+	bool gap = tracer->gap || tracer->pause_gap;
 
 	lockdep_assert_held(&tracer->lock);
 
@@ -126,6 +126,7 @@ void ds_buf_reset(struct ds_tracer *tracer)
 	if (gap)
 		tracer->seq++;
 	tracer->gap = false;
+	tracer->pause_gap = false;
 	WRITE_ONCE(tracer->dropped, false);
 	WRITE_ONCE(tracer->paused, false);
 	/* The first record after the pause says so. */
@@ -291,9 +292,24 @@ void ds_buf_set_overflow(struct ds_tracer *tracer,
 	tracer->threshold = cfg->threshold ?: tracer->capacity;
 	if (tracer->count >= tracer->threshold && !tracer->paused) {
 		WRITE_ONCE(tracer->paused, true);
+		tracer->pause_gap = true;
 		irq_work_queue(&tracer->notify_work);
 	}
 }
+
+void ds_pause_seen(struct ds_tracer *tracer)
+{
+	unsigned long flags;
+
+	if (IS_ERR_OR_NULL(tracer))
+		return;
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	/* Records dropped at the full buffer are a gap all the same. */
+	if (tracer->paused)
+		tracer->pause_gap = false;
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+}
+EXPORT_SYMBOL_GPL(ds_pause_seen);
 
 static unsigned int ds_status(const struct ds_tracer *tracer)
 {

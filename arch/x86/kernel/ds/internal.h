@@ -109,7 +109,8 @@ struct ds_tracer {
 	bool			dropped;	/* a staging buffer filled: @lost approximate */
 	u64			seq;		/* records written since the request */
 	u64			unwritten;	/* dropped unwritten since the request */
-	bool			gap;		/* paused or dropped since the last reset */
+	bool			gap;		/* dropped since the last reset */
+	bool			pause_gap;	/* paused, maybe missing branches */
 
 	/*
 	 * Locked-memory charge: the requester's user (referenced) bears it

@@ -70,10 +70,11 @@ static void get_config(struct __test_metadata *_metadata, pid_t pid,
 
 /*
  * Every full buffer stops the tracee, paused, with the buffer's records,
- * which the next DRAIN resumes. The emulated backend records in the trap
- * after each branch and the tracee stops before the next one: nothing is
- * lost, and each resume skips one number, the pause's. The hardware loses
- * at most the branches of the threshold interrupt's skid, and counts them.
+ * which the next DRAIN resumes. The tracee stops before it runs on, so
+ * the numbers go on without a gap unless records were dropped at the full
+ * buffer: never on the emulated backend, which records in the trap after
+ * each branch; on the hardware, the branches of the threshold interrupt's
+ * skid, which lost counts.
  */
 TEST_F(bts, stop_drain)
 {
@@ -81,7 +82,8 @@ TEST_F(bts, stop_drain)
 	struct ptrace_bts_config cfg;
 	struct ptrace_bts_read rd;
 	long n, got = 0, stops = 0, backend;
-	__u64 want = 0;
+	__u64 want = 0, lost = 0;
+	bool dropped = false;
 
 	self->pid = start_many(_metadata, STOP_BRANCHES, STOP_RECORDS,
 			       PTRACE_BTS_O_STOP);
@@ -97,10 +99,20 @@ TEST_F(bts, stop_drain)
 		rd.size = sizeof(rec);
 		ASSERT_EQ(STOP_RECORDS, sys_ptrace(PTRACE_BTS_READ, self->pid,
 						   &rd, sizeof(rd)));
-		/* Records dropped at the full buffer have no number. */
-		EXPECT_EQ(want, rd.first);
+		/*
+		 * A number is skipped only where the last pause dropped
+		 * records, which lost counted at the stop before.
+		 */
+		EXPECT_TRUE(rd.first == want || (dropped && rd.first == want + 1)) {
+			TH_LOG("stop %ld: first %llu, want %llu, lost %llu",
+			       stops, (unsigned long long)rd.first,
+			       (unsigned long long)want,
+			       (unsigned long long)rd.lost);
+		}
 		if (backend == PTRACE_BTS_BACKEND_EMULATED)
 			EXPECT_EQ(0, rd.lost);
+		dropped = rd.lost > lost;
+		lost = rd.lost;
 		n = sys_ptrace(PTRACE_BTS_DRAIN, self->pid, rec, sizeof(rec));
 		ASSERT_EQ(STOP_RECORDS, n);
 		if (backend == PTRACE_BTS_BACKEND_EMULATED)
@@ -110,7 +122,7 @@ TEST_F(bts, stop_drain)
 			check_loop_records(_metadata, rec, n);
 		got += n;
 		stops++;
-		want = rd.next + 1;
+		want = rd.next;
 	}
 	n = sys_ptrace(PTRACE_BTS_DRAIN, self->pid, rec, sizeof(rec));
 	ASSERT_LE(0, n);
