@@ -94,9 +94,11 @@
  * @release_work: deferred release after __ptrace_unlink()
  * @stop_work:	  the tracee's own work that stops it for a full buffer
  * @stop_queued:  @stop_work is queued; a callback_head is queued once
- * @ref:	  the tracer's, one for a queued @stop_work, which the tracee
- *		  runs on its own and may run after the release, and one for
- *		  each request in progress
+ * @users:	  the users of the trace: the ptrace link, and each request
+ *		  or core dump reading it; the trace goes with the last
+ * @ref:	  the memory's: one for all @users, one for a queued
+ *		  @stop_work, which the tracee runs on its own and may run
+ *		  after the trace went
  * @rcu:	  freed after a grace period: requests find it under RCU
  */
 struct ptrace_bts {
@@ -110,6 +112,7 @@ struct ptrace_bts {
 	struct work_struct	release_work;
 	struct callback_head	stop_work;
 	atomic_t		stop_queued;
+	refcount_t		users;
 	refcount_t		ref;
 	struct rcu_head		rcu;
 };
@@ -139,7 +142,7 @@ static struct ptrace_bts *ptrace_bts_get(struct task_struct *child)
 
 /*
  * The trace of a tracee that may be running or exiting: its pointer may be
- * taken out and its last reference dropped meanwhile (the thread reaped by
+ * taken out and its last user dropped meanwhile (the thread reaped by
  * another's exec, a tracer's death on another CPU). Drop with
  * ptrace_bts_put().
  */
@@ -149,7 +152,7 @@ static struct ptrace_bts *ptrace_bts_hold(struct task_struct *child)
 
 	rcu_read_lock();
 	pb = ptrace_bts_get(child);
-	if (pb && !refcount_inc_not_zero(&pb->ref))
+	if (pb && !refcount_inc_not_zero(&pb->users))
 		pb = NULL;
 	rcu_read_unlock();
 	return pb;
@@ -165,30 +168,27 @@ static u32 ptrace_bts_in_use(struct task_struct *child)
 
 /* --- lifetime --- */
 
-/* Process context: the last reference releases the Debug Store tracer. */
+static void ptrace_bts_unref(struct ptrace_bts *pb)
+{
+	if (refcount_dec_and_test(&pb->ref)) {
+		put_task_struct(pb->task);
+		kfree_rcu(pb, rcu);
+	}
+}
+
+/*
+ * Process context. The last user releases the Debug Store tracer and the
+ * charge at once, whatever a queued event stop still holds: a trace whose
+ * link ended must not stay until a sleeping tracee runs again.
+ */
 static void ptrace_bts_put(struct ptrace_bts *pb)
 {
-	if (!refcount_dec_and_test(&pb->ref))
+	if (!refcount_dec_and_test(&pb->users))
 		return;
 	/* Waits for a queued overflow notification: none is queued after. */
 	ds_release(pb->tracer);
 	mmdrop(pb->mm);
-	put_task_struct(pb->task);
-	kfree_rcu(pb, rcu);
-}
-
-/*
- * The tracer is done with @pb, in a request on the stopped tracee or at
- * its detach: no other request runs (they are the tracer's), and no core
- * dump reads it (a dump waits for every thread to leave its ptrace stop).
- * The Debug Store tracer goes now, so that a new one can take its place at
- * once; a queued event stop, which does not use it, may still hold @pb.
- */
-static void ptrace_bts_free(struct ptrace_bts *pb)
-{
-	ds_release(pb->tracer);
-	pb->tracer = NULL;
-	ptrace_bts_put(pb);
+	ptrace_bts_unref(pb);
 }
 
 static void ptrace_bts_release_work(struct work_struct *work)
@@ -202,7 +202,7 @@ static void ptrace_bts_release(struct task_struct *child)
 	struct ptrace_bts *pb = xchg(&child->thread.ptrace_bts, NULL);
 
 	if (pb)
-		ptrace_bts_free(pb);
+		ptrace_bts_put(pb);
 }
 
 void ptrace_bts_detach(struct task_struct *child)
@@ -248,7 +248,8 @@ static void ptrace_bts_stop(struct callback_head *head)
 	/* A CONFIG may have taken O_STOP away since: no stop then. */
 	if (!(current->flags & PF_EXITING) &&
 	    READ_ONCE(current->thread.ptrace_bts) == pb &&
-	    READ_ONCE(pb->flags) & PTRACE_BTS_O_STOP) {
+	    READ_ONCE(pb->flags) & PTRACE_BTS_O_STOP &&
+	    refcount_inc_not_zero(&pb->users)) {
 		/*
 		 * The work runs on the first way back to user mode after the
 		 * pause (the notification's interrupt, or the return from
@@ -256,12 +257,16 @@ static void ptrace_bts_stop(struct callback_head *head)
 		 * missed, and the DRAIN that resumes must not show a gap.
 		 */
 		ds_pause_seen(pb->tracer);
+		ptrace_bts_put(pb);
 		ptrace_notify(SIGTRAP | (PTRACE_EVENT_BTS << 8), 0);
 	}
-	ptrace_bts_put(pb);
+	ptrace_bts_unref(pb);
 }
 
-/* Queue the event stop; the work holds a reference until it has run. */
+/*
+ * Queue the event stop. The work holds the memory, not the trace, until it
+ * has run: it may wait for a sleeping tracee long after the link ended.
+ */
 static void ptrace_bts_queue_stop(struct ptrace_bts *pb)
 {
 	if (atomic_xchg(&pb->stop_queued, 1))
@@ -276,8 +281,8 @@ static void ptrace_bts_queue_stop(struct ptrace_bts *pb)
 	 */
 	if (task_work_add(pb->task, &pb->stop_work, TWA_RESUME)) {
 		atomic_set(&pb->stop_queued, 0);
-		/* Never the last: the tracer's is dropped after irq_work_sync(). */
-		ptrace_bts_put(pb);
+		/* Never the last: the users' is dropped after irq_work_sync(). */
+		ptrace_bts_unref(pb);
 		return;
 	}
 	kick_process(pb->task);
@@ -339,6 +344,24 @@ static void ptrace_bts_ds_config(struct ptrace_bts *pb,
 		dcfg->notify = ptrace_bts_overflow;
 		dcfg->cookie = pb;
 	}
+}
+
+/*
+ * A buffer that pauses when full must hold a branch after what a resume
+ * puts in it first (the pause's mark, the arrival record), or the tracee
+ * would stop again and again without running.
+ */
+static int ptrace_bts_check_room(u32 flags, size_t records)
+{
+	size_t need = 1;
+
+	if (!(flags & PTRACE_BTS_O_OVERFLOW))
+		return 0;
+	if (flags & PTRACE_BTS_O_GAPS)
+		need++;
+	if (flags & PTRACE_BTS_O_SCHED)
+		need++;
+	return records < need ? -EINVAL : 0;
 }
 
 static bool ptrace_bts_capable(int cap, bool audit)
@@ -507,6 +530,10 @@ static int ptrace_bts_alloc(struct task_struct *child,
 
 	if (!cfg->size || cfg->size > DS_MAX_BUFFER_SIZE)
 		return -EINVAL;
+	err = ptrace_bts_check_room(cfg->flags,
+				    cfg->size / sizeof(struct bts_struct));
+	if (err)
+		return err;
 	/* A refused request leaves the trace there is alone. */
 	err = ptrace_bts_choose(child, cfg->backend, &backend, &refusal);
 	if (err)
@@ -530,6 +557,7 @@ static int ptrace_bts_alloc(struct task_struct *child,
 	}
 	INIT_WORK(&pb->release_work, ptrace_bts_release_work);
 	init_task_work(&pb->stop_work, ptrace_bts_stop);
+	refcount_set(&pb->users, 1);
 	refcount_set(&pb->ref, 1);
 	pb->flags = cfg->flags & PTRACE_BTS_O_STATE;
 	pb->signal = cfg->flags & PTRACE_BTS_O_SIGNAL ? cfg->signal : 0;
@@ -557,7 +585,7 @@ static int ptrace_bts_alloc(struct task_struct *child,
 	return 0;
 
 put_pb:
-	/* The only reference: the tracer, if any, goes with it. */
+	/* The only user: the tracer, if any, goes with it. */
 	ptrace_bts_put(pb);
 put_mm:
 	mmput(mm);
@@ -578,7 +606,8 @@ static int ptrace_bts_update(struct task_struct *child,
 		return -EINVAL;
 	/* Stopped at an exec (ds_exec_thread()): only a new buffer traces. */
 	if (ptrace_bts_geometry(pb, &geom) ||
-	    geom.status & DS_STATUS_DETACHED)
+	    geom.status & DS_STATUS_DETACHED ||
+	    ptrace_bts_check_room(cfg->flags, geom.capacity))
 		return -EINVAL;
 	/* Before the mode: the overflow callback reads them locklessly. */
 	old_signal = pb->signal;
@@ -1098,20 +1127,26 @@ int ptrace_bts_regset_get(struct task_struct *target,
 		err = -ENOMEM;
 		goto free;
 	}
-	/* The newest that fit: the last branches are the ones wanted. */
+	/*
+	 * The newest that fit, up to the snapshot's last: the branches that
+	 * led here. A dumping thread's own scheduling records may overwrite
+	 * the oldest meanwhile: the read goes on from what is left.
+	 */
 	n = min_t(size_t, geom.count, to.left / sizeof(*batch));
-	for (seq = geom.seq - n; n; n -= k, seq += k) {
-		k = min_t(size_t, n, PTRACE_BTS_DRAIN_BATCH);
+	for (seq = geom.seq - n; seq < geom.seq; seq = at + got) {
+		k = min_t(u64, geom.seq - seq, PTRACE_BTS_DRAIN_BATCH);
 		at = seq;
 		got = ds_read_seq(pb->tracer, &at, raw, k * sizeof(*raw));
-		/* The tracee is stopped or dumping: nothing moved. */
-		if (got < 0 || at != seq || got != k) {
-			err = got < 0 ? got : -EAGAIN;
+		if (got < 0) {
+			err = got;
 			goto free;
 		}
-		for (i = 0; i < k; i++)
+		if (!got || at >= geom.seq)
+			break;
+		got = min_t(u64, got, geom.seq - at);
+		for (i = 0; i < got; i++)
 			ptrace_bts_convert(&raw[i], tid, &batch[i]);
-		membuf_write(&to, batch, k * sizeof(*batch));
+		membuf_write(&to, batch, got * sizeof(*batch));
 	}
 	err = to.left;
 free:

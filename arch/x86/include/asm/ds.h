@@ -568,6 +568,8 @@ void ds_exit_thread(struct task_struct *task);
  */
 void ds_exec_thread(void);
 
+void __ds_mark_gap(enum ds_gap why, u32 datum, u64 ip);
+
 /**
  * ds_mark_gap() - record that the current task's execution jumps
  * @why:   the reason
@@ -578,9 +580,14 @@ void ds_exec_thread(void);
  * moves its IP (a signal frame, sigreturn), which no branch record shows.
  * The hardware's records of before go into the buffer first.
  *
- * Context: process context, the current task.
+ * Context: process context, the current task. Inline: every signal of
+ * every task comes here; only a traced one goes on.
  */
-void ds_mark_gap(enum ds_gap why, u32 datum, u64 ip);
+static __always_inline void ds_mark_gap(enum ds_gap why, u32 datum, u64 ip)
+{
+	if (test_thread_flag(TIF_DS_TRACE))
+		__ds_mark_gap(why, datum, ip);
+}
 
 /**
  * ds_pause_seen() - the task did not run while the trace was paused

@@ -93,7 +93,11 @@ void ds_buf_append_user(struct ds_tracer *tracer,
 			ds_buf_append(tracer, rec, 1);
 }
 
-/* A %DS_BTS_GAP record, for a tracer that asked for them (%DS_GAPS). */
+/*
+ * A %DS_BTS_GAP record, for a tracer that asked for them (%DS_GAPS). Not
+ * into a full buffer in notify mode: the drop would count it lost, and the
+ * drop's own gap is marked at the reset.
+ */
 void ds_buf_append_gap(struct ds_tracer *tracer, enum ds_gap why, u32 datum,
 		       u64 ip)
 {
@@ -105,8 +109,28 @@ void ds_buf_append_gap(struct ds_tracer *tracer, enum ds_gap why, u32 datum,
 
 	lockdep_assert_held(&tracer->lock);
 
-	if (tracer->flags & DS_GAPS)
-		ds_buf_append(tracer, &rec, 1);
+	if (!(tracer->flags & DS_GAPS) ||
+	    (tracer->overflow == DS_OVERFLOW_NOTIFY &&
+	     tracer->count == tracer->capacity))
+		return;
+	ds_buf_append(tracer, &rec, 1);
+}
+
+/*
+ * A pause that ends without a reset (a resume, a switch to wrap-around):
+ * the numbers cannot skip one with records held, the mark says it.
+ */
+void ds_buf_unpause(struct ds_tracer *tracer)
+{
+	lockdep_assert_held(&tracer->lock);
+
+	if (!tracer->paused)
+		return;
+	WRITE_ONCE(tracer->paused, false);
+	if ((tracer->gap || tracer->pause_gap) && ds_recording(tracer))
+		ds_buf_append_gap(tracer, DS_GAP_PAUSED, 0, 0);
+	tracer->gap = false;
+	tracer->pause_gap = false;
 }
 
 void ds_buf_reset(struct ds_tracer *tracer)
@@ -286,7 +310,7 @@ void ds_buf_set_overflow(struct ds_tracer *tracer,
 	tracer->cookie = cfg->cookie;
 	if (cfg->overflow != DS_OVERFLOW_NOTIFY) {
 		tracer->threshold = 0;
-		WRITE_ONCE(tracer->paused, false);
+		ds_buf_unpause(tracer);
 		return;
 	}
 	tracer->threshold = cfg->threshold ?: tracer->capacity;

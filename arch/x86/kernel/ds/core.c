@@ -444,7 +444,7 @@ static int ds_set_suspended(struct ds_tracer *tracer, bool suspended)
 	WRITE_ONCE(tracer->suspended, suspended);
 	if (!suspended) {
 		raw_spin_lock_irqsave(&tracer->lock, flags);
-		WRITE_ONCE(tracer->paused, false);
+		ds_buf_unpause(tracer);
 		raw_spin_unlock_irqrestore(&tracer->lock, flags);
 	}
 	ds_tracer_sync(tracer);
@@ -496,7 +496,7 @@ void ds_resume_atomic(struct ds_tracer *tracer)
 
 	raw_spin_lock_irqsave(&tracer->lock, flags);
 	WRITE_ONCE(tracer->suspended, false);
-	WRITE_ONCE(tracer->paused, false);
+	ds_buf_unpause(tracer);
 	raw_spin_unlock_irqrestore(&tracer->lock, flags);
 	if (tracer->backend == &ds_hw_backend)
 		ds_tracer_sync_local(tracer);
@@ -596,32 +596,36 @@ void ds_switch_to(struct task_struct *prev, struct task_struct *next)
 	ds_cpu_start(dc, next);
 }
 
-void ds_mark_gap(enum ds_gap why, u32 datum, u64 ip)
+void __ds_mark_gap(enum ds_gap why, u32 datum, u64 ip)
 {
 	struct task_struct *task = current;
 	struct ds_tracer *tracer;
 	struct ds_context *ctx;
 	struct ds_cpu *dc;
 	unsigned long flags;
+	bool loaded;
 
-	if (!test_thread_flag(TIF_DS_TRACE))
-		return;
 	/* Interrupts off: an RCU-sched reader, and no switch meanwhile. */
 	local_irq_save(flags);
 	ctx = ds_task_ctx(task);
 	tracer = ctx ? rcu_dereference_sched(ctx->tracer[DS_BTS]) : NULL;
 	if (tracer && READ_ONCE(tracer->flags) & DS_GAPS) {
 		dc = this_cpu_ptr(&ds_cpus);
-		/* The branches of before, staged on this CPU, come first. */
-		if (READ_ONCE(dc->loaded[DS_BTS]) == tracer) {
+		/*
+		 * The branches of before, staged on this CPU, come first; the
+		 * hardware is programmed again after the mark, which may
+		 * have reached the threshold, as a switch does.
+		 */
+		loaded = READ_ONCE(dc->loaded[DS_BTS]) == tracer;
+		if (loaded)
 			ds_cpu_stop(dc);
-			ds_cpu_start(dc, task);
-		}
 		/* Not after ds_detach(): it stops the appends under the lock. */
 		raw_spin_lock(&tracer->lock);
 		if (ds_recording(tracer))
 			ds_buf_append_gap(tracer, why, datum, ip);
 		raw_spin_unlock(&tracer->lock);
+		if (loaded)
+			ds_cpu_start(dc, task);
 	}
 	local_irq_restore(flags);
 }

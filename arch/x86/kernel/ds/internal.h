@@ -342,6 +342,7 @@ void ds_buf_append_user(struct ds_tracer *tracer,
 void ds_buf_reset(struct ds_tracer *tracer);
 void ds_buf_append_gap(struct ds_tracer *tracer, enum ds_gap why, u32 datum,
 		       u64 ip);
+void ds_buf_unpause(struct ds_tracer *tracer);
 void ds_notify_work(struct irq_work *work);
 int ds_buf_alloc(struct ds_tracer *tracer, const struct ds_config *cfg,
 		 bool charge);

@@ -147,6 +147,26 @@ TEST_F(bts, gap_paused)
 	check_many(_metadata, rec + 1, 3, 0, 3, 400);
 }
 
+/*
+ * A pause that ends without a DRAIN (a switch to wrap-around) cannot skip
+ * a number with records held: the mark alone says it, at once.
+ */
+TEST_F(bts, gap_paused_to_wrap)
+{
+	struct bts_struct rec[4];
+
+	self->pid = start_many(_metadata, 400, 4,
+			       PTRACE_BTS_O_SIGNAL | PTRACE_BTS_O_GAPS);
+	cont_to_signal(_metadata, self->pid, 0, BTS_OVERFLOW_SIG);
+	ASSERT_EQ(0, bts_config(_metadata, self->pid, 0,
+				PTRACE_BTS_O_TRACE | PTRACE_BTS_O_GAPS, 0));
+	ASSERT_EQ(4, sys_ptrace(PTRACE_BTS_DRAIN, self->pid, rec,
+				sizeof(rec)));
+	EXPECT_EQ(BTS_GAP, rec[3].qualifier);
+	EXPECT_EQ(PTRACE_BTS_GAP_PAUSED, rec[3].variant.gap.reason);
+	check_many(_metadata, rec, 3, 1, 3, 400);
+}
+
 static void exec_routine(unsigned long unused)
 {
 	execl("/proc/self/exe", "ptrace_bts_gaps", BTS_EXIT_ARG, NULL);

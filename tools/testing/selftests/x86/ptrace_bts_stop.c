@@ -169,6 +169,51 @@ TEST_F(bts, stop_clear)
 		EXPECT_EQ(STOP_BRANCHES / STOP_RECORDS, stops);
 }
 
+/*
+ * A buffer that pauses must hold a branch besides what a resume puts in it
+ * first, or the tracee would stop for ever without running.
+ */
+TEST_F(bts, stop_needs_room)
+{
+	static const struct {
+		unsigned int flags;
+		unsigned int records;
+		bool ok;
+	} cases[] = {
+		{ PTRACE_BTS_O_STOP, 1, true },
+		{ PTRACE_BTS_O_STOP | PTRACE_BTS_O_GAPS, 1, false },
+		{ PTRACE_BTS_O_STOP | PTRACE_BTS_O_GAPS, 2, true },
+		{ PTRACE_BTS_O_STOP | PTRACE_BTS_O_SCHED, 1, false },
+		{ PTRACE_BTS_O_STOP | PTRACE_BTS_O_SCHED | PTRACE_BTS_O_GAPS,
+		  2, false },
+		{ PTRACE_BTS_O_STOP | PTRACE_BTS_O_SCHED | PTRACE_BTS_O_GAPS,
+		  3, true },
+		{ PTRACE_BTS_O_GAPS | PTRACE_BTS_O_SCHED, 1, true },
+	};
+	unsigned int i;
+
+	self->pid = start_traced(_metadata, bts_jmp, jmp_s, 8);
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		long ret = bts_config_backend(self->pid,
+					      cases[i].records * BTS_REC,
+					      BTS_TRACE_ALLOC | cases[i].flags,
+					      0, PTRACE_BTS_BACKEND_ANY);
+
+		EXPECT_EQ(cases[i].ok ? 0 : -1, ret) {
+			TH_LOG("flags %#x, %u records", cases[i].flags,
+			       cases[i].records);
+		}
+		if (!cases[i].ok)
+			EXPECT_EQ(EINVAL, errno);
+	}
+	/* A flags-only CONFIG is held to it too. */
+	ASSERT_EQ(0, bts_config(_metadata, self->pid, BTS_REC,
+				BTS_TRACE_ALLOC, 0));
+	EXPECT_EQ(-1, bts_config(_metadata, self->pid, 0, PTRACE_BTS_O_TRACE |
+				 PTRACE_BTS_O_STOP | PTRACE_BTS_O_GAPS, 0));
+	EXPECT_EQ(EINVAL, errno);
+}
+
 /* ---- The program's view ---- */
 
 static volatile int caught;

@@ -22,7 +22,9 @@
  *	one larger than a page) is E2BIG. A 16-byte struct reads as backend
  *	PTRACE_BTS_BACKEND_ANY. PTRACE_BTS_O_SIGNAL needs a valid signal
  *	other than SIGKILL and SIGSTOP (EINVAL); without it cfg->signal is
- *	ignored. PTRACE_BTS_O_SIGNAL with PTRACE_BTS_O_STOP is EINVAL. A
+ *	ignored. PTRACE_BTS_O_SIGNAL with PTRACE_BTS_O_STOP is EINVAL, and
+ *	so is either with a buffer of fewer records than one plus one for
+ *	PTRACE_BTS_O_GAPS and one for PTRACE_BTS_O_SCHED. A
  *	backend other than the PTRACE_BTS_BACKEND_* values is EINVAL.
  *	Returns 0.
  *	- flags without PTRACE_BTS_O_TRACE: stop tracing, free the buffer.
