@@ -66,8 +66,10 @@
 struct thread {
 	pid_t tid;
 	bool configured;
-	/* Dying of a signal: its records stay for the core dump. */
+	/* Dying of a signal, or exited: its records stay for the core dump. */
 	bool dying;
+	/* Its newest records were printed (a crash). */
+	bool printed;
 	struct bts_struct *ring;
 	unsigned long ring_count;
 };
@@ -302,8 +304,10 @@ static void report_crash(struct thread *t, int sig)
 	bool fault;
 
 	take_last(t);
-	if (ring_max)
+	if (ring_max) {
 		print_ring(t);
+		t->printed = true;
+	}
 	memset(&si, 0, sizeof(si));
 	sys_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, (unsigned long)&si);
 	fault = si.si_code > 0 && (sig == SIGSEGV || sig == SIGBUS ||
@@ -402,9 +406,6 @@ static int stopped(struct thread *t, int status, bool seized)
 		break;
 	case PTRACE_EVENT_EXIT:
 		drain(t);
-		lost += lost_records(t->tid);
-		if (ring_max && !on_crash)
-			print_ring(t);
 		return 0;
 	case PTRACE_EVENT_EXEC:
 		/* The old image's records, with its names; then the new one's. */
@@ -438,6 +439,31 @@ static int stopped(struct thread *t, int status, bool seized)
 }
 
 /*
+ * The next thread to report: an exit is seen before the thread is reaped,
+ * so that its last records, which no exit stop took (another thread's
+ * exit_group() or exec, a fatal signal), are read while the kernel keeps
+ * them.
+ */
+static pid_t next_report(int *status)
+{
+	siginfo_t si;
+
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_ALL, 0, &si, WEXITED | WSTOPPED | WNOWAIT | __WALL))
+		return -1;
+	if (si.si_code == CLD_EXITED || si.si_code == CLD_KILLED ||
+	    si.si_code == CLD_DUMPED) {
+		struct thread *t = thread_of(si.si_pid);
+
+		if (t && t->configured) {
+			take_last(t);
+			lost += lost_records(t->tid);
+		}
+	}
+	return waitpid(si.si_pid, status, __WALL);
+}
+
+/*
  * Follow the threads until the first one, @pid, and all the others have
  * ended (or we are interrupted). Returns @pid's wait status.
  */
@@ -448,7 +474,7 @@ static int follow(pid_t pid, bool seized)
 	pid_t tid;
 
 	for (;;) {
-		tid = waitpid(-1, &status, __WALL);
+		tid = next_report(&status);
 		if (tid < 0) {
 			if (errno == EINTR && interrupted && seized) {
 				detach_all();
@@ -464,6 +490,8 @@ static int follow(pid_t pid, bool seized)
 		if (WIFEXITED(status) || WIFSIGNALED(status)) {
 			if (tid == pid)
 				result = status;
+			if (ring_max && !on_crash && !t->printed)
+				print_ring(t);
 			thread_del(tid);
 			if (!nthreads)
 				return result;
