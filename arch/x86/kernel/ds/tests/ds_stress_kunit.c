@@ -175,7 +175,9 @@ static bool ds_stress_break(struct rnd_state *rnd, struct ds_config *cfg)
 		cfg->size = DS_MAX_BUFFER_SIZE + 1 + ds_stress_below(rnd, SZ_4K);
 		break;
 	case 2:
-		cfg->flags = ds_stress_below(rnd, 2) ? 0 : cfg->flags | BIT(3);
+		/* None, or the first flag above the ones there are. */
+		cfg->flags = ds_stress_below(rnd, 2) ? 0 :
+			     cfg->flags | (DS_FLAGS_MASK + 1);
 		break;
 	case 3:
 		cfg->backend = DS_BACKEND_EMULATED + 1;
