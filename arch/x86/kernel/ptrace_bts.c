@@ -19,11 +19,12 @@
  *   exits or is killed): __ptrace_unlink() runs under tasklist_lock, so the
  *   recording stops there and the rest is queued to a workqueue.
  *
- * Whoever takes the pointer out of the thread (xchg) drops the tracer's
- * reference. A request on a tracee that is not stopped holds one of its
- * own, taken under RCU, as does a queued event stop for a full buffer
- * (PTRACE_BTS_O_STOP), task work the tracee runs on its way to user mode.
- * The trace and its charge go with the last reference.
+ * Whoever takes the pointer out of the thread (xchg) drops the link's use
+ * of the trace. A request on a tracee that is not stopped, and a core dump,
+ * hold a use of their own, taken under RCU; the trace and its charge go
+ * with the last use. A queued event stop for a full buffer
+ * (PTRACE_BTS_O_STOP), task work the tracee runs on its way to user mode,
+ * holds only the struct's memory.
  */
 
 #define pr_fmt(fmt) "ptrace_bts: " fmt
@@ -234,6 +235,17 @@ void ptrace_bts_fork(struct task_struct *child)
 /* --- configuration --- */
 
 /*
+ * The stop work runs before the tracee is back in user mode only where the
+ * overflow notification is a hard interrupt on the tracee's CPU: not from
+ * a thread (PREEMPT_RT), not from the tick (no local APIC).
+ */
+static bool ptrace_bts_pause_seen_ok(void)
+{
+	return !IS_ENABLED(CONFIG_PREEMPT_RT) &&
+	       arch_irq_work_has_interrupt();
+}
+
+/*
  * PTRACE_BTS_O_STOP, in the tracee on its way to user mode: the event stop.
  * The stop is the tracer's only while the trace it was queued for is still
  * the tracee's; a link that ended, or a new allocation, cancels it. Not at
@@ -256,9 +268,19 @@ static void ptrace_bts_stop(struct callback_head *head)
 		 * the system call the tracee slept in): no branch was
 		 * missed, and the DRAIN that resumes must not show a gap.
 		 */
-		ds_pause_seen(pb->tracer);
+		if (ptrace_bts_pause_seen_ok())
+			ds_pause_seen(pb->tracer);
 		ptrace_bts_put(pb);
 		ptrace_notify(SIGTRAP | (PTRACE_EVENT_BTS << 8), 0);
+		/*
+		 * Resumed without a DRAIN or CLEAR, the tracee runs on with the
+		 * recording paused: that does miss branches.
+		 */
+		if (READ_ONCE(current->thread.ptrace_bts) == pb &&
+		    refcount_inc_not_zero(&pb->users)) {
+			ds_pause_missed(pb->tracer);
+			ptrace_bts_put(pb);
+		}
 	}
 	ptrace_bts_unref(pb);
 }
@@ -530,8 +552,11 @@ static int ptrace_bts_alloc(struct task_struct *child,
 
 	if (!cfg->size || cfg->size > DS_MAX_BUFFER_SIZE)
 		return -EINVAL;
+	/* Rounded as the allocation rounds: down, but at least one. */
 	err = ptrace_bts_check_room(cfg->flags,
-				    cfg->size / sizeof(struct bts_struct));
+				    max_t(size_t, cfg->size,
+					  sizeof(struct bts_struct)) /
+				    sizeof(struct bts_struct));
 	if (err)
 		return err;
 	/* A refused request leaves the trace there is alone. */

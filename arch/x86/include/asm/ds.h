@@ -606,6 +606,17 @@ static __always_inline void ds_mark_gap(enum ds_gap why, u32 datum, u64 ip)
 void ds_pause_seen(struct ds_tracer *tracer);
 
 /**
+ * ds_pause_missed() - the task runs on while the trace is paused
+ * @tracer: a task's tracer
+ *
+ * Undoes ds_pause_seen() where the client lets the task run before it
+ * resumed the recording: the pause misses branches after all.
+ *
+ * Context: any context but NMI.
+ */
+void ds_pause_missed(struct ds_tracer *tracer);
+
+/**
  * ds_fork_thread() - a new task starts without tracers
  * @child: the new task, from copy_thread(), not yet running
  *
@@ -710,6 +721,7 @@ static inline void ds_resume_atomic(struct ds_tracer *tracer) { }
 static inline void ds_exec_thread(void) { }
 static inline void ds_mark_gap(enum ds_gap why, u32 datum, u64 ip) { }
 static inline void ds_pause_seen(struct ds_tracer *tracer) { }
+static inline void ds_pause_missed(struct ds_tracer *tracer) { }
 static inline void ds_fork_thread(struct task_struct *child) { }
 
 #endif /* CONFIG_X86_DS */

@@ -109,10 +109,14 @@ void ds_buf_append_gap(struct ds_tracer *tracer, enum ds_gap why, u32 datum,
 
 	lockdep_assert_held(&tracer->lock);
 
-	if (!(tracer->flags & DS_GAPS) ||
-	    (tracer->overflow == DS_OVERFLOW_NOTIFY &&
-	     tracer->count == tracer->capacity))
+	if (!(tracer->flags & DS_GAPS))
 		return;
+	if (tracer->overflow == DS_OVERFLOW_NOTIFY &&
+	    tracer->count == tracer->capacity) {
+		/* Marked at the reset, as a drop. */
+		tracer->gap = true;
+		return;
+	}
 	ds_buf_append(tracer, &rec, 1);
 }
 
@@ -127,8 +131,11 @@ void ds_buf_unpause(struct ds_tracer *tracer)
 	if (!tracer->paused)
 		return;
 	WRITE_ONCE(tracer->paused, false);
-	if ((tracer->gap || tracer->pause_gap) && ds_recording(tracer))
-		ds_buf_append_gap(tracer, DS_GAP_PAUSED, 0, 0);
+	if (!(tracer->gap || tracer->pause_gap) || !ds_recording(tracer) ||
+	    !(tracer->flags & DS_GAPS))
+		return;
+	/* Marked: forgotten. Else the next reset skips a number for it. */
+	ds_buf_append_gap(tracer, DS_GAP_PAUSED, 0, 0);
 	tracer->gap = false;
 	tracer->pause_gap = false;
 }
@@ -334,6 +341,19 @@ void ds_pause_seen(struct ds_tracer *tracer)
 	raw_spin_unlock_irqrestore(&tracer->lock, flags);
 }
 EXPORT_SYMBOL_GPL(ds_pause_seen);
+
+void ds_pause_missed(struct ds_tracer *tracer)
+{
+	unsigned long flags;
+
+	if (IS_ERR_OR_NULL(tracer))
+		return;
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	if (tracer->paused)
+		tracer->pause_gap = true;
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+}
+EXPORT_SYMBOL_GPL(ds_pause_missed);
 
 static unsigned int ds_status(const struct ds_tracer *tracer)
 {

@@ -580,6 +580,8 @@ static void ds_stamp(struct task_struct *task, enum ds_bts_qualifier qual)
 	raw_spin_lock(&tracer->lock);
 	if (ds_recording(tracer))
 		ds_buf_append(tracer, &rec, 1);
+	else if (READ_ONCE(tracer->paused))
+		tracer->gap = true;	/* a record the pause dropped */
 	raw_spin_unlock(&tracer->lock);
 }
 
@@ -623,6 +625,8 @@ void __ds_mark_gap(enum ds_gap why, u32 datum, u64 ip)
 		raw_spin_lock(&tracer->lock);
 		if (ds_recording(tracer))
 			ds_buf_append_gap(tracer, why, datum, ip);
+		else if (READ_ONCE(tracer->paused))
+			tracer->gap = true;	/* a mark the pause dropped */
 		raw_spin_unlock(&tracer->lock);
 		if (loaded)
 			ds_cpu_start(dc, task);

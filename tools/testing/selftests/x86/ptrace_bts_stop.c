@@ -152,6 +152,31 @@ TEST_F(bts, stop_once_until_drained)
 	check_many(_metadata, rec, n, 0, STOP_RECORDS, STOP_BRANCHES);
 }
 
+/*
+ * Resumed from the event stop without a DRAIN, the tracee runs with the
+ * recording paused: that is a gap, marked and numbered at the next DRAIN.
+ */
+TEST_F(bts, stop_resumed_undrained)
+{
+	struct bts_struct rec[STOP_RECORDS];
+	struct ptrace_bts_config cfg;
+
+	self->pid = start_many(_metadata, STOP_BRANCHES, STOP_RECORDS,
+			       PTRACE_BTS_O_STOP | PTRACE_BTS_O_GAPS);
+	ASSERT_TRUE(next_bts_stop(_metadata, self->pid, 0));
+	ASSERT_FALSE(next_bts_stop(_metadata, self->pid, 0));
+	ASSERT_EQ(STOP_RECORDS, sys_ptrace(PTRACE_BTS_DRAIN, self->pid, rec,
+					   sizeof(rec)));
+	/* The mark, numbered after a skipped number. */
+	EXPECT_EQ(1, bts_size(self->pid));
+	get_config(_metadata, self->pid, &cfg);
+	EXPECT_EQ(STOP_RECORDS + 2, cfg.next);
+	ASSERT_EQ(1, sys_ptrace(PTRACE_BTS_DRAIN, self->pid, rec,
+				sizeof(rec)));
+	EXPECT_EQ(BTS_GAP, rec[0].qualifier);
+	EXPECT_EQ(PTRACE_BTS_GAP_PAUSED, rec[0].variant.gap.reason);
+}
+
 /* CLEAR at the event stop resumes tracing too. */
 TEST_F(bts, stop_clear)
 {
