@@ -311,8 +311,8 @@ void out_signal(pid_t tid, int sig, uint64_t ip, uint64_t addr,
 
 	sym_format(ip, name, sizeof(name));
 	if (mode == OUT_JSON) {
-		printf("{\"tid\":%d,\"type\":\"signal\",\"signal\":%d,"
-		       "\"name\":", tid, sig);
+		printf("{\"tid\":%d,\"type\":\"signal\",\"signal\":%d,\"name\":",
+		       tid, sig);
 		json_string(sigabbrev_np(sig) ?: "?");
 		json_addr("ip", ip);
 		if (has_addr)

@@ -265,8 +265,11 @@ void sym_add_file(const char *path, uint64_t start, uint64_t off)
 		if (!strcmp(paths[i], path))
 			return;
 	paths = reallocarray(paths, npaths + 1, sizeof(*paths));
-	if (!paths || !(paths[npaths] = strdup(path)))
+	if (!paths)
 		die("realloc");
+	paths[npaths] = strdup(path);
+	if (!paths[npaths])
+		die("strdup");
 	npaths++;
 	fd = open(path, O_RDONLY);
 	if (fd < 0)

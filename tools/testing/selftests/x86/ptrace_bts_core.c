@@ -16,15 +16,16 @@
 #define _GNU_SOURCE
 #include "ptrace_bts_harness.h"
 
+/* The core of a tracee is of its class: this program's. */
 #ifdef __x86_64__
-typedef Elf64_Ehdr ehdr_t;
-typedef Elf64_Phdr phdr_t;
-typedef Elf64_Nhdr nhdr_t;
+#define core_ehdr	elf64_hdr
+#define core_phdr	elf64_phdr
+#define core_nhdr	elf64_note
 #define CORE_CLASS	ELFCLASS64
 #else
-typedef Elf32_Ehdr ehdr_t;
-typedef Elf32_Phdr phdr_t;
-typedef Elf32_Nhdr nhdr_t;
+#define core_ehdr	elf32_hdr
+#define core_phdr	elf32_phdr
+#define core_nhdr	elf32_note
 #define CORE_CLASS	ELFCLASS32
 #endif
 
@@ -152,7 +153,7 @@ static void *read_file(const char *path, size_t *len)
 static const void *find_note(const void *core, size_t len, unsigned int type,
 			     size_t *size)
 {
-	const ehdr_t *eh = core;
+	const struct core_ehdr *eh = core;
 	const void *found = NULL;
 	int i, count = 0;
 
@@ -160,14 +161,16 @@ static const void *find_note(const void *core, size_t len, unsigned int type,
 	    eh->e_ident[EI_CLASS] != CORE_CLASS || eh->e_type != ET_CORE)
 		return NULL;
 	for (i = 0; i < eh->e_phnum; i++) {
-		const phdr_t *ph = core + eh->e_phoff + i * eh->e_phentsize;
+		const struct core_phdr *ph = core + eh->e_phoff +
+					     i * eh->e_phentsize;
 		size_t off, end;
 
 		if ((void *)(ph + 1) > core + len || ph->p_type != PT_NOTE)
 			continue;
 		end = ph->p_offset + ph->p_filesz;
-		for (off = ph->p_offset; off + sizeof(nhdr_t) <= end && end <= len;) {
-			const nhdr_t *nh = core + off;
+		for (off = ph->p_offset;
+		     off + sizeof(struct core_nhdr) <= end && end <= len;) {
+			const struct core_nhdr *nh = core + off;
 			size_t desc = off + sizeof(*nh) + NOTE_ALIGN(nh->n_namesz);
 
 			if (nh->n_type == type && desc + nh->n_descsz <= end) {

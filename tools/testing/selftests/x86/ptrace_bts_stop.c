@@ -241,8 +241,9 @@ TEST_F(bts, stop_needs_room)
 
 /* ---- The program's view ---- */
 
-static volatile int caught;
-static volatile int caught_sig;
+/* Lock-free atomics: what a signal handler may write. */
+static atomic_int caught;
+static atomic_int caught_sig;
 
 static void count_signal(int sig, siginfo_t *si, void *uc)
 {
