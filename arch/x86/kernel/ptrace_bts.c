@@ -540,6 +540,97 @@ static struct ds_tracer *ptrace_bts_request_ds(struct task_struct *child,
 	return tracer;
 }
 
+/*
+ * Apply @cfg to the trace there is with @op: ds_update(), the flags alone,
+ * or ds_resize(), a new buffer. Nothing changes if @op fails.
+ */
+static int ptrace_bts_reconfig(struct ptrace_bts *pb,
+			       const struct ptrace_bts_config *cfg,
+			       int (*op)(struct ds_tracer *tracer,
+					 const struct ds_config *dcfg))
+{
+	u32 old_signal, old_flags;
+	struct ds_config dcfg;
+	int err;
+
+	/* Before the mode: the overflow callback reads them locklessly. */
+	old_signal = pb->signal;
+	old_flags = pb->flags;
+	WRITE_ONCE(pb->signal,
+		   cfg->flags & PTRACE_BTS_O_SIGNAL ? cfg->signal : 0);
+	WRITE_ONCE(pb->flags, cfg->flags & PTRACE_BTS_O_STATE);
+	ptrace_bts_ds_config(pb, cfg, &dcfg);
+	err = op(pb->tracer, &dcfg);
+	if (err) {
+		WRITE_ONCE(pb->signal, old_signal);
+		WRITE_ONCE(pb->flags, old_flags);
+	}
+	return err;
+}
+
+/* Change the flags of the existing buffer; the records stay. */
+static int ptrace_bts_update(struct task_struct *child,
+			     const struct ptrace_bts_config *cfg)
+{
+	struct ptrace_bts *pb = ptrace_bts_get(child);
+	struct ds_geometry geom;
+
+	if (!pb)
+		return -EINVAL;
+	/* Stopped at an exec (ds_exec_thread()): only a new buffer traces. */
+	if (ptrace_bts_geometry(pb, &geom) ||
+	    geom.status & DS_STATUS_DETACHED ||
+	    ptrace_bts_check_room(cfg->flags, geom.capacity))
+		return -EINVAL;
+	return ptrace_bts_reconfig(pb, cfg, ds_update);
+}
+
+/*
+ * A stop queued for the full buffer a resize dropped would announce
+ * records that are gone. The tracee is stopped: the work is not running,
+ * and ds_resize() waited for the notification that queued it.
+ */
+static void ptrace_bts_cancel_stop(struct ptrace_bts *pb)
+{
+	if (!task_work_cancel(pb->task, &pb->stop_work))
+		return;
+	atomic_set(&pb->stop_queued, 0);
+	/* Never the last: the trace's users hold one. */
+	ptrace_bts_unref(pb);
+}
+
+/*
+ * Does a new buffer for @child keep the trace there is, on its backend?
+ * Not where the request names another backend, or the hardware in use is
+ * refused now, nor after an exec stopped the trace: its records are of
+ * an image that the new ones must not be read with.
+ */
+static struct ptrace_bts *ptrace_bts_resizable(struct task_struct *child,
+					       enum ds_backend_id want)
+{
+	struct ptrace_bts *pb = ptrace_bts_get(child);
+	struct ds_geometry geom;
+
+	if (!pb || ptrace_bts_geometry(pb, &geom) ||
+	    geom.status & DS_STATUS_DETACHED)
+		return NULL;
+	if (want != DS_BACKEND_AUTO && want != geom.backend)
+		return NULL;
+	return pb;
+}
+
+/* A new buffer for the trace there is: if none can be had, it stays. */
+static int ptrace_bts_resize(struct ptrace_bts *pb,
+			     const struct ptrace_bts_config *cfg)
+{
+	int err;
+
+	err = ptrace_bts_reconfig(pb, cfg, ds_resize);
+	if (!err)
+		ptrace_bts_cancel_stop(pb);
+	return err;
+}
+
 static int ptrace_bts_alloc(struct task_struct *child,
 			    const struct ptrace_bts_config *cfg)
 {
@@ -563,6 +654,9 @@ static int ptrace_bts_alloc(struct task_struct *child,
 	err = ptrace_bts_choose(child, cfg->backend, &backend, &refusal);
 	if (err)
 		return err;
+	pb = ptrace_bts_resizable(child, backend);
+	if (pb)
+		return ptrace_bts_resize(pb, cfg);
 	/*
 	 * The old records go; so does their charge, before the new one. Their
 	 * numbers do not come back: a reader of the old trace sees a gap.
@@ -614,38 +708,6 @@ put_pb:
 	ptrace_bts_put(pb);
 put_mm:
 	mmput(mm);
-	return err;
-}
-
-/* Change the flags of the existing buffer; the records stay. */
-static int ptrace_bts_update(struct task_struct *child,
-			     const struct ptrace_bts_config *cfg)
-{
-	struct ptrace_bts *pb = ptrace_bts_get(child);
-	struct ds_geometry geom;
-	struct ds_config dcfg;
-	u32 old_signal, old_flags;
-	int err;
-
-	if (!pb)
-		return -EINVAL;
-	/* Stopped at an exec (ds_exec_thread()): only a new buffer traces. */
-	if (ptrace_bts_geometry(pb, &geom) ||
-	    geom.status & DS_STATUS_DETACHED ||
-	    ptrace_bts_check_room(cfg->flags, geom.capacity))
-		return -EINVAL;
-	/* Before the mode: the overflow callback reads them locklessly. */
-	old_signal = pb->signal;
-	old_flags = pb->flags;
-	WRITE_ONCE(pb->signal,
-		   cfg->flags & PTRACE_BTS_O_SIGNAL ? cfg->signal : 0);
-	WRITE_ONCE(pb->flags, cfg->flags & PTRACE_BTS_O_STATE);
-	ptrace_bts_ds_config(pb, cfg, &dcfg);
-	err = ds_update(pb->tracer, &dcfg);
-	if (err) {
-		WRITE_ONCE(pb->signal, old_signal);
-		WRITE_ONCE(pb->flags, old_flags);
-	}
 	return err;
 }
 

@@ -494,6 +494,25 @@ struct task_struct *ds_tracer_task(struct ds_tracer *tracer);
 int ds_update(struct ds_tracer *tracer, const struct ds_config *cfg);
 
 /**
+ * ds_resize() - give the tracer a new, empty buffer
+ * @tracer: the handle, of an allocation that made its own buffer
+ * @cfg:    as for ds_update(), with the new @size; no @buffer, @backend
+ *	    is ignored
+ *
+ * The tracer, its backend and what it is attached to stay; the records go,
+ * their numbers stay taken and one more is skipped, so that a reader sees
+ * the gap. The charge moves to the new buffer: against RLIMIT_MEMLOCK, the
+ * old buffer's pages count as freed if the caller's user bore them. Not
+ * concurrently with another call on the same handle.
+ *
+ * Context: process context, may sleep.
+ * Return: 0; -EINVAL for a bad handle or configuration, or a tracer whose
+ * buffer is its owner's; -EDQUOT over RLIMIT_MEMLOCK; -ENOMEM. On failure
+ * the tracer and its records are as they were.
+ */
+int ds_resize(struct ds_tracer *tracer, const struct ds_config *cfg);
+
+/**
  * ds_perf_reserve() - perf asks for one half of the Debug Store
  * @kind: %DS_BTS for perf's BTS event and intel_bts, %DS_PEBS for its
  *	  precise events

@@ -206,17 +206,21 @@ VISIBLE_IF_KUNIT void *ds_buffer_alloc(size_t size, gfp_t gfp)
  * Charge the user, as perf, io_uring and BPF do: a budget per mm would be
  * new with every fork and exec of the requester. CAP_IPC_LOCK lifts the
  * limit, not the count. Over the limit is -EDQUOT, not -ENOMEM: a debugger
- * tells its user to raise the limit, not that memory ran out.
+ * tells its user to raise the limit, not that memory ran out. @credit pages
+ * are charged already to a buffer the new one replaces: only the growth is
+ * asked of the limit, or a resize would fail where freeing first succeeds.
  */
-static int ds_user_charge(struct user_struct *user, unsigned long pages)
+static int ds_user_charge(struct user_struct *user, unsigned long pages,
+			  unsigned long credit)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 	unsigned long cur = atomic_long_read(&user->locked_vm);
-	bool unlimited = false;
+	unsigned long grow = pages > credit ? pages - credit : 0;
+	bool unlimited = !grow;
 
 	do {
 		/* Asked only when it matters: the LSM logs a denial. */
-		if ((pages > limit || cur > limit - pages) && !unlimited) {
+		if ((grow > limit || cur > limit - grow) && !unlimited) {
 			if (!capable(CAP_IPC_LOCK))
 				return -EDQUOT;
 			unlimited = true;
@@ -226,7 +230,8 @@ static int ds_user_charge(struct user_struct *user, unsigned long pages)
 	return 0;
 }
 
-static int ds_account_mem(struct ds_tracer *tracer, size_t bytes)
+static int ds_account_mem(struct ds_charge *c, size_t bytes,
+			  const struct ds_charge *old)
 {
 	struct mm_struct *mm = current->mm;
 	unsigned long pages = PFN_UP(bytes);
@@ -237,53 +242,106 @@ static int ds_account_mem(struct ds_tracer *tracer, size_t bytes)
 	if (!mm)
 		return 0;
 	user = current_user();
-	err = ds_user_charge(user, pages);
+	err = ds_user_charge(user, pages,
+			     old && old->user == user ? old->pages : 0);
 	if (err)
 		return err;
-	tracer->user = get_uid(user);
+	c->user = get_uid(user);
 	/* The refund must find this mm even after the requester exits. */
 	mmgrab(mm);
-	tracer->mm = mm;
-	tracer->charged = pages;
+	c->mm = mm;
+	c->pages = pages;
 	/* Shown as VmPin, as io_uring does: mlock() counts VmLck alone. */
 	atomic64_add(pages, &mm->pinned_vm);
 	return 0;
 }
 
-static void ds_unaccount_mem(struct ds_tracer *tracer)
+void ds_unaccount_mem(struct ds_charge *c)
 {
-	if (!tracer->user)
+	if (!c->user)
 		return;
-	atomic64_sub(tracer->charged, &tracer->mm->pinned_vm);
-	mmdrop(tracer->mm);
-	tracer->mm = NULL;
-	atomic_long_sub(tracer->charged, &tracer->user->locked_vm);
-	free_uid(tracer->user);
-	tracer->user = NULL;
+	atomic64_sub(c->pages, &c->mm->pinned_vm);
+	mmdrop(c->mm);
+	c->mm = NULL;
+	atomic_long_sub(c->pages, &c->user->locked_vm);
+	free_uid(c->user);
+	c->user = NULL;
+}
+
+/*
+ * A buffer of @bytes, charged to the caller's user into @c if @charge;
+ * @old is the charge of the buffer it replaces, or NULL.
+ */
+void *ds_buf_get(size_t bytes, bool charge, struct ds_charge *c,
+		 const struct ds_charge *old)
+{
+	void *buf;
+	int err;
+
+	if (charge) {
+		err = ds_account_mem(c, bytes, old);
+		if (err)
+			return ERR_PTR(err);
+	}
+	buf = ds_buffer_alloc(bytes, ds_gfp(charge));
+	if (!buf) {
+		ds_unaccount_mem(c);
+		return ERR_PTR(-ENOMEM);
+	}
+	return buf;
 }
 
 int ds_buf_alloc(struct ds_tracer *tracer, const struct ds_config *cfg,
 		 bool charge)
 {
-	size_t bytes = tracer->capacity * tracer->rec_size;
-	int err;
+	void *buf;
 
 	if (cfg->buffer) {
 		tracer->buf = cfg->buffer;
 		return 0;
 	}
-	if (charge) {
-		err = ds_account_mem(tracer, bytes);
-		if (err)
-			return err;
-	}
-	tracer->buf = ds_buffer_alloc(bytes, ds_gfp(charge));
-	if (!tracer->buf) {
-		ds_unaccount_mem(tracer);
-		return -ENOMEM;
-	}
+	buf = ds_buf_get(tracer->capacity * tracer->rec_size, charge,
+			 &tracer->charge, NULL);
+	if (IS_ERR(buf))
+		return PTR_ERR(buf);
+	tracer->buf = buf;
 	tracer->own_buf = true;
 	return 0;
+}
+
+/**
+ * ds_buf_replace() - put an empty buffer in place of the tracer's
+ * @tracer:   the tracer, its lock held
+ * @buf:      the new buffer
+ * @capacity: its size in records
+ * @c:	      its charge; on return, the old buffer's
+ *
+ * The old records go; their numbers stay taken, and one more is skipped,
+ * as a new request would: a reader of the old buffer sees a gap whatever
+ * it had read. The lost and unwritten counts start again.
+ *
+ * Return: the old buffer, for the caller to free once the lock is dropped.
+ */
+void *ds_buf_replace(struct ds_tracer *tracer, void *buf, size_t capacity,
+		     struct ds_charge *c)
+{
+	void *old = tracer->buf;
+
+	lockdep_assert_held(&tracer->lock);
+
+	tracer->buf = buf;
+	tracer->capacity = capacity;
+	swap(tracer->charge, *c);
+	tracer->head = 0;
+	tracer->count = 0;
+	tracer->lost = 0;
+	tracer->unwritten = 0;
+	tracer->seq++;
+	tracer->gap = false;
+	tracer->pause_gap = false;
+	WRITE_ONCE(tracer->dropped, false);
+	WRITE_ONCE(tracer->paused, false);
+	return old;
 }
 
 static void ds_tracer_free_rcu(struct rcu_head *head)
@@ -302,7 +360,7 @@ static void ds_tracer_free_rcu(struct rcu_head *head)
  */
 void ds_tracer_free(struct ds_tracer *tracer)
 {
-	ds_unaccount_mem(tracer);
+	ds_unaccount_mem(&tracer->charge);
 	call_rcu(&tracer->rcu, ds_tracer_free_rcu);
 }
 
@@ -379,8 +437,9 @@ static void ds_geometry_fill(struct ds_tracer *tracer,
 	geom->backend = tracer->backend == &ds_hw_backend ?
 			DS_BACKEND_HARDWARE : DS_BACKEND_EMULATED;
 	geom->record_size = tracer->rec_size;
-	geom->capacity = tracer->capacity;
+	/* ds_resize() changes the capacity with the rest. */
 	raw_spin_lock_irqsave(&tracer->lock, flags);
+	geom->capacity = tracer->capacity;
 	geom->threshold = tracer->threshold;
 	geom->count = tracer->count;
 	geom->index = tracer->head;

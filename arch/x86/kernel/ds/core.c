@@ -43,6 +43,7 @@
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/timekeeping.h>
+#include <linux/vmalloc.h>
 
 #include <asm/ds.h>
 
@@ -559,6 +560,52 @@ int ds_update(struct ds_tracer *tracer, const struct ds_config *cfg)
 	return 0;
 }
 EXPORT_SYMBOL_GPL(ds_update);
+
+int ds_resize(struct ds_tracer *tracer, const struct ds_config *cfg)
+{
+	struct ds_charge charge = {};
+	unsigned long flags;
+	size_t capacity;
+	void *buf;
+	int err;
+
+	if (IS_ERR_OR_NULL(tracer) || !cfg || cfg->buffer || !tracer->own_buf)
+		return -EINVAL;
+	err = ds_config_check(tracer->kind, tracer->cpu >= 0, cfg);
+	if (err)
+		return err;
+	capacity = cfg->size / tracer->rec_size;
+	if (!capacity || cfg->threshold > capacity)
+		return -EINVAL;
+	if ((cfg->flags ^ tracer->flags) & (DS_KERNEL | DS_USER))
+		return -EINVAL;
+	might_sleep();
+
+	/* All that can fail comes before the tracer changes. */
+	buf = ds_buf_get(capacity * tracer->rec_size, tracer->cpu < 0, &charge,
+			 &tracer->charge);
+	if (IS_ERR(buf))
+		return PTR_ERR(buf);
+
+	mutex_lock(&ds_alloc_mutex);
+	/* Collected into the old buffer, and gone with it. */
+	ds_tracer_sync(tracer);
+	raw_spin_lock_irqsave(&tracer->lock, flags);
+	WRITE_ONCE(tracer->flags, cfg->flags);
+	buf = ds_buf_replace(tracer, buf, capacity, &charge);
+	ds_buf_set_overflow(tracer, cfg);
+	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	/* The hardware may resume after a pause, with the new threshold. */
+	ds_tracer_sync(tracer);
+	mutex_unlock(&ds_alloc_mutex);
+	/* As in ds_update(): the caller may free the old cookie now. */
+	irq_work_sync(&tracer->notify_work);
+	/* Every access to the buffer is under the lock: none is left. */
+	vfree(buf);
+	ds_unaccount_mem(&charge);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(ds_resize);
 
 /* --- task lifecycle --- */
 

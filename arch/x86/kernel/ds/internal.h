@@ -78,6 +78,16 @@ struct ds_context {
 	struct rcu_head		rcu;
 };
 
+/*
+ * A buffer's locked-memory charge: the requester's user (referenced) bears
+ * it against RLIMIT_MEMLOCK, its mm (grabbed) shows it as VmPin.
+ */
+struct ds_charge {
+	struct user_struct	*user;
+	struct mm_struct	*mm;
+	unsigned long		pages;
+};
+
 struct ds_tracer {
 	enum ds_kind		kind;
 	const struct ds_backend	*backend;
@@ -112,13 +122,7 @@ struct ds_tracer {
 	bool			gap;		/* dropped since the last reset */
 	bool			pause_gap;	/* paused, maybe missing branches */
 
-	/*
-	 * Locked-memory charge: the requester's user (referenced) bears it
-	 * against RLIMIT_MEMLOCK, its mm (grabbed) shows it as VmPin.
-	 */
-	struct user_struct	*user;
-	struct mm_struct	*mm;
-	unsigned long		charged;
+	struct ds_charge	charge;
 
 	struct irq_work		notify_work;
 	struct rcu_head		rcu;
@@ -349,6 +353,11 @@ int ds_buf_alloc(struct ds_tracer *tracer, const struct ds_config *cfg,
 void ds_tracer_free(struct ds_tracer *tracer);
 void ds_buf_set_overflow(struct ds_tracer *tracer,
 			 const struct ds_config *cfg);
+void *ds_buf_get(size_t bytes, bool charge, struct ds_charge *c,
+		 const struct ds_charge *old);
+void ds_unaccount_mem(struct ds_charge *c);
+void *ds_buf_replace(struct ds_tracer *tracer, void *buf, size_t capacity,
+		     struct ds_charge *c);
 
 /* core.c */
 void ds_tracer_sync(struct ds_tracer *tracer);

@@ -580,6 +580,41 @@ TEST_F(bts, memlock_limit)
 	EXPECT_EQ(0, vmpin_settled_kb());
 }
 
+/*
+ * A new buffer that cannot be had leaves the trace as it was: its size,
+ * flags, records and numbers. Only the growth is asked of the limit: with
+ * 40 KiB held, 60 KiB fit under 64 KiB.
+ */
+TEST_F(bts, memlock_resize_keeps_trace)
+{
+	struct rlimit lim = { 64 << 10, 64 << 10 };
+	struct ptrace_bts_config before, after;
+
+	drop_ipc_lock(_metadata);
+	ASSERT_EQ(0, setrlimit(RLIMIT_MEMLOCK, &lim));
+	self->pid = start_traced(_metadata, bts_jmp, jmp_s,
+				 (40 << 10) / BTS_REC);
+	cont_to(_metadata, self->pid, 0, jmp_e);
+	get_status(_metadata, self->pid, &before);
+	EXPECT_EQ(-1, bts_config(_metadata, self->pid, 1 << 20,
+				 BTS_TRACE_ALLOC | PTRACE_BTS_O_SCHED, 0));
+	EXPECT_EQ(EDQUOT, errno);
+	get_status(_metadata, self->pid, &after);
+	EXPECT_EQ(0, memcmp(&before, &after, sizeof(before)));
+	check_trace(_metadata, self->pid, jmp_trace, ARRAY_SIZE(jmp_trace));
+
+	ASSERT_EQ(0, bts_config(_metadata, self->pid, 60 << 10,
+				BTS_TRACE_ALLOC, 0));
+	get_status(_metadata, self->pid, &after);
+	EXPECT_EQ((60 << 10) / BTS_REC * BTS_REC, after.size);
+	EXPECT_EQ(before.backend, after.backend);
+	/* The old records' numbers stay taken, and one more. */
+	EXPECT_EQ(before.next + 1, after.next);
+	EXPECT_EQ(0, bts_size(self->pid));
+	EXPECT_LE(56, vmpin_kb(0));
+	EXPECT_GE(64, vmpin_kb(0));
+}
+
 /* The charge follows the buffer size through allocation and resizing. */
 TEST_F(bts, memory_charge)
 {
