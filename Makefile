@@ -212,10 +212,19 @@ BTS_TEST_TOOLS := $(BUILD)/bts/btrace $(BUILD)/bts/bts-demo \
 BTS_LIBS := /lib64/ld-linux-x86-64.so.2 /lib/x86_64-linux-gnu/libc.so.6 \
 	/lib/ld-linux.so.2 /usr/lib32/libc.so.6
 
+# btrace_32's file:line: Debian's i386 libdw and what it needs, static
+# archives fetched by mk/libdw32.sh (btrace links the host's libdw-dev).
+LIBDW32 := $(BUILD)/libdw32
+DW32_CFLAGS := -isystem $(LIBDW32)/usr/include
+DW32_LIBS := -L$(LIBDW32)/usr/lib/i386-linux-gnu -ldw -lelf -lz -llzma \
+	-lbz2 -pthread
+
 tools: headers
 	@mkdir -p $(BUILD)/bts
+	@$(TOP)/mk/libdw32.sh $(LIBDW32)
 	@$(MAKE) -s -C $(SRC)/tools/bts OUTPUT=$(BUILD)/bts/ \
-		KHDR_INCLUDES="-isystem $(OBJ)/usr/include" all all_32
+		KHDR_INCLUDES="-isystem $(OBJ)/usr/include" \
+		DW32_CFLAGS="$(DW32_CFLAGS)" DW32_LIBS="$(DW32_LIBS)" all all_32
 	@gcc -static -O2 -Wall -Werror -isystem $(OBJ)/usr/include \
 		-o $(BUILD)/bts/kexec-ds $(TOP)/vm/kexec-ds.c
 	@gcc -static -O2 -Wall -Werror -o $(BUILD)/bts/ds-sample-work \

@@ -26,6 +26,9 @@ packages=(
 	ccache
 	# the VM
 	qemu-system-x86 busybox-static
+	# btrace's file:line (tools/bts): libdw and what its static archive
+	# needs (libelf-dev, zlib1g-dev and liblzma-dev come with libdw-dev)
+	libdw-dev libbz2-dev
 )
 
 missing=()

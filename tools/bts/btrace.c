@@ -8,7 +8,10 @@
  *
  * Runs the program (or attaches to every thread of process pid) with
  * branch tracing on and prints every taken branch as "from -> to", named
- * after the symbols of the objects the process maps (btrace_sym.c). Every
+ * after the symbols of the objects the process maps (btrace_sym.c) and,
+ * where an object has DWARF (built with -g), with the source file and
+ * line of the address (btrace_dwarf.c, through libdw): "main+0x12
+ * (demo.c:31)". Every
  * thread of the program is traced, from its first instruction. Each buffer
  * is configured with PTRACE_BTS_O_STOP: when it fills, the thread stops in
  * a PTRACE_EVENT_BTS stop, which the program never sees, and btrace drains
@@ -581,7 +584,8 @@ static void print_usage(void)
 	fprintf(stderr,
 		"usage: btrace [-n N] [-s size] [-b symbol] [-f] [--calls|--json] [--on-crash[=N]] program [args...]\n"
 		"       btrace [-n N] [-s size] [--calls|--json] [--on-crash[=N]] -p pid\n"
-		"       btrace [--calls|--json] --core FILE\n");
+		"       btrace [--calls|--json] --core FILE\n"
+		"Addresses in objects with DWARF (-g) come with their file:line.\n");
 	exit(2);
 }
 
@@ -592,6 +596,7 @@ int main(int argc, char **argv)
 		{ "calls", no_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'J' },
 		{ "on-crash", optional_argument, NULL, 'X' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long options = PTRACE_O_TRACEEXIT | PTRACE_O_TRACECLONE |
@@ -637,8 +642,12 @@ int main(int argc, char **argv)
 			print_usage();
 		}
 	}
-	if (core)
-		return optind == argc && !pid ? core_print(core) : 2;
+	if (core) {
+		status = optind == argc && !pid ? core_print(core) : 2;
+		sym_exit();
+		out_exit();
+		return status;
+	}
 	if ((pid && optind != argc) || (!pid && optind == argc) || !bufsize ||
 	    (on_crash && !ring_max))
 		print_usage();
@@ -680,5 +689,9 @@ int main(int argc, char **argv)
 	if (lost)
 		fprintf(stderr, "btrace: %llu records lost: the trace has gaps\n",
 			lost);
+	sym_exit();
+	out_exit();
+	free(threads);
+	free(buf);
 	return finish(status);
 }

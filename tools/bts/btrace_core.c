@@ -212,6 +212,7 @@ int core_print(const char *path)
 
 	if (!core_open(&c, path)) {
 		fprintf(stderr, "btrace: %s is not a core dump\n", path);
+		munmap((void *)c.img, c.len);
 		return 1;
 	}
 	sym_reset();
@@ -240,5 +241,7 @@ int core_print(const char *path)
 	if (!traced)
 		fprintf(stderr, "btrace: %s has no branch trace (NT_X86_BTS)\n",
 			path);
+	free(c.notes);
+	munmap((void *)c.img, c.len);
 	return !traced;
 }

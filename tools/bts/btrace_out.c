@@ -9,6 +9,13 @@
  *   stack a return, anything else a jump that keeps the depth;
  * - --json: one JSON object per line (JSON Lines), for programs.
  *
+ * Where the object has DWARF, an address comes with its source line:
+ * " (demo.c:31)" after its name in the plain and --calls views (the file's
+ * base name, which is what a reader looks for), "<key>_file" (the path as
+ * DWARF gives it) and "<key>_line" members in JSON. In --calls it is the
+ * line of the stretch's first address: the entry of a function called,
+ * the return address in the caller returned to.
+ *
  * Each line says which thread it is of once a second thread is traced.
  */
 #define _GNU_SOURCE
@@ -45,6 +52,13 @@ void out_threads(bool many)
 	show_tid = many;
 }
 
+void out_exit(void)
+{
+	free(calls);
+	calls = NULL;
+	ncalls = 0;
+}
+
 static void json_string(const char *s)
 {
 	putchar('"');
@@ -59,22 +73,42 @@ static void json_string(const char *s)
 	putchar('"');
 }
 
+/* " (file:line)" of @addr, the file's base name; nothing if not known. */
+static void plain_line(uint64_t addr)
+{
+	const char *file, *base;
+	int line;
+
+	if (!sym_line(addr, &file, &line))
+		return;
+	base = strrchr(file, '/');
+	printf(" (%s:%d)", base ? base + 1 : file, line);
+}
+
 static void plain_addr(uint64_t addr)
 {
 	char name[NAME_MAX_LEN];
 
 	sym_format(addr, name, sizeof(name));
 	printf("%#10llx <%s>", (unsigned long long)addr, name);
+	plain_line(addr);
 }
 
 static void json_addr(const char *key, uint64_t addr)
 {
 	char name[NAME_MAX_LEN];
+	const char *file;
+	int line;
 
 	sym_format(addr, name, sizeof(name));
 	printf(",\"%s\":\"%#llx\",\"%s_sym\":", key, (unsigned long long)addr,
 	       key);
 	json_string(name);
+	if (!sym_line(addr, &file, &line))
+		return;
+	printf(",\"%s_file\":", key);
+	json_string(file);
+	printf(",\"%s_line\":%d", key, line);
 }
 
 static struct calls *calls_of(pid_t tid)
@@ -92,7 +126,8 @@ static struct calls *calls_of(pid_t tid)
 	return &calls[ncalls++];
 }
 
-static void calls_line(pid_t tid, int depth, uint64_t fn)
+/* Function @fn entered at @at: its name, and the line of @at. */
+static void calls_line(pid_t tid, int depth, uint64_t fn, uint64_t at)
 {
 	char name[NAME_MAX_LEN], *plus;
 
@@ -103,7 +138,9 @@ static void calls_line(pid_t tid, int depth, uint64_t fn)
 		*plus = 0;
 	if (show_tid)
 		printf("[%d] ", tid);
-	printf("%*s%s\n", 2 * (depth < 40 ? depth : 40), "", name);
+	printf("%*s%s", 2 * (depth < 40 ? depth : 40), "", name);
+	plain_line(at);
+	printf("\n");
 }
 
 /* Which function @addr is in: a symbol's start, or @addr if none. */
@@ -158,7 +195,7 @@ static void calls_branch(pid_t tid, uint64_t from, uint64_t to)
 
 	if (!c->cur) {
 		c->cur = src;
-		calls_line(tid, 0, src);
+		calls_line(tid, 0, src, from);
 	}
 	if (kind == BRANCH_UNKNOWN) {
 		/* No bytes (no object): a function's first byte is a call. */
@@ -186,7 +223,7 @@ static void calls_branch(pid_t tid, uint64_t from, uint64_t to)
 		break;
 	}
 	c->cur = dst;
-	calls_line(tid, c->depth, dst);
+	calls_line(tid, c->depth, dst, to);
 }
 
 static const char *gap_name(unsigned int reason)
@@ -234,7 +271,7 @@ static void calls_gap(pid_t tid, const struct bts_struct *r)
 	}
 	if (ip) {
 		c->cur = function_of(ip);
-		calls_line(tid, c->depth, c->cur);
+		calls_line(tid, c->depth, c->cur, ip);
 	}
 }
 
@@ -322,6 +359,7 @@ void out_signal(pid_t tid, int sig, uint64_t ip, uint64_t addr,
 	}
 	printf("[%d] SIG%s at %#llx <%s>", tid, sigabbrev_np(sig) ?: "?",
 	       (unsigned long long)ip, name);
+	plain_line(ip);
 	if (has_addr)
 		printf(", address %#llx", (unsigned long long)addr);
 	printf("\n");

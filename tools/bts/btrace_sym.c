@@ -4,7 +4,9 @@
  * PIE or not, ld.so, each shared library, the vDSO) gives its function
  * symbols, from .symtab or, when stripped, .dynsym, moved by the bias of
  * its mapping: from /proc/PID/maps for a live process, from the NT_FILE
- * and NT_AUXV notes for a core dump.
+ * and NT_AUXV notes for a core dump. The file and line of an address come
+ * from the DWARF of its object's file (btrace_dwarf.c), opened when first
+ * asked for.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -30,12 +32,25 @@ static struct sym *syms;
 static size_t nsyms;
 static bool sorted;
 
-/* The loaded images, for the instruction bytes at an address. */
+/* Who frees an object's image when its names are dropped. */
+enum owner {
+	OWNER_NONE,	/* a core dump's segment: not ours */
+	OWNER_MMAP,	/* a file we mapped */
+	OWNER_MALLOC,	/* a vDSO we copied */
+};
+
+/* The loaded images, for the instruction bytes and lines at an address. */
 struct object {
 	const unsigned char *img;
 	size_t len;
 	bool is64;
 	uint64_t bias;
+	enum owner owner;
+	/* Its file, for DWARF; NULL for the vDSO. */
+	char *path;
+	/* Opened at its first line lookup; NULL then if it has no DWARF. */
+	struct dw_file *dw;
+	bool dw_tried;
 };
 
 static struct object *objects;
@@ -208,48 +223,96 @@ static bool elf_syms(const struct elf *e, unsigned int type, uint64_t bias)
 	return true;
 }
 
-static void elf_add(const struct elf *e, uint64_t bias)
+static void elf_add(const struct elf *e, uint64_t bias, enum owner owner,
+		    const char *path)
 {
+	struct object *o;
+
 	if (!elf_syms(e, SHT_SYMTAB, bias))
 		elf_syms(e, SHT_DYNSYM, bias);
 	objects = reallocarray(objects, nobjects + 1, sizeof(*objects));
 	if (!objects)
 		die("realloc");
-	objects[nobjects++] = (struct object){ e->img, e->len, e->is64, bias };
+	o = &objects[nobjects++];
+	*o = (struct object){ e->img, e->len, e->is64, bias, owner };
+	if (path) {
+		o->path = strdup(path);
+		if (!o->path)
+			die("strdup");
+	}
+}
+
+/*
+ * The object whose loaded image holds @addr, and in @ph the segment; the
+ * file's bytes of the segment are in the image.
+ */
+static struct object *object_at(uint64_t addr, struct phdr *ph)
+{
+	size_t i;
+	unsigned int j;
+
+	for (i = 0; i < nobjects; i++) {
+		struct object *o = &objects[i];
+		struct elf e = { o->img, o->len, o->is64 };
+		uint64_t vaddr = addr - o->bias;
+
+		for (j = 0; elf_phdr(&e, j, ph); j++)
+			if (ph->type == PT_LOAD && vaddr >= ph->vaddr &&
+			    vaddr < ph->vaddr + ph->filesz &&
+			    ph->offset + ph->filesz <= e.len)
+				return o;
+	}
+	return NULL;
 }
 
 size_t sym_read(uint64_t addr, void *buf, size_t len)
 {
+	const struct object *o;
 	struct phdr ph;
-	size_t i, n;
-	unsigned int j;
+	uint64_t vaddr;
+	size_t n;
 
-	for (i = 0; i < nobjects; i++) {
-		const struct object *o = &objects[i];
-		struct elf e = { o->img, o->len, o->is64 };
-		uint64_t vaddr = addr - o->bias;
-
-		for (j = 0; elf_phdr(&e, j, &ph); j++) {
-			if (ph.type != PT_LOAD || vaddr < ph.vaddr ||
-			    vaddr >= ph.vaddr + ph.filesz ||
-			    ph.offset + ph.filesz > e.len)
-				continue;
-			n = ph.vaddr + ph.filesz - vaddr;
-			n = n < len ? n : len;
-			memcpy(buf, e.img + ph.offset + (vaddr - ph.vaddr), n);
-			return n;
-		}
-	}
-	return 0;
+	o = object_at(addr, &ph);
+	if (!o)
+		return 0;
+	vaddr = addr - o->bias;
+	n = ph.vaddr + ph.filesz - vaddr;
+	n = n < len ? n : len;
+	memcpy(buf, o->img + ph.offset + (vaddr - ph.vaddr), n);
+	return n;
 }
 
-void sym_add_image(const void *img, size_t len, uint64_t start)
+bool sym_line(uint64_t addr, const char **file, int *line)
+{
+	struct object *o;
+	struct phdr ph;
+
+	o = object_at(addr, &ph);
+	if (!o || !o->path)
+		return false;
+	if (!o->dw_tried) {
+		o->dw = dw_open(o->path);
+		o->dw_tried = true;
+	}
+	/* DWARF has the addresses the object was linked at. */
+	return dw_line(o->dw, addr - o->bias, file, line);
+}
+
+static bool add_image(const void *img, size_t len, uint64_t start,
+		      enum owner owner)
 {
 	uint64_t bias;
 	struct elf e;
 
-	if (elf_open(&e, img, len) && elf_bias(&e, start, 0, &bias))
-		elf_add(&e, bias);
+	if (!elf_open(&e, img, len) || !elf_bias(&e, start, 0, &bias))
+		return false;
+	elf_add(&e, bias, owner, NULL);
+	return true;
+}
+
+void sym_add_image(const void *img, size_t len, uint64_t start)
+{
+	add_image(img, len, start, OWNER_NONE);
 }
 
 void sym_add_file(const char *path, uint64_t start, uint64_t off)
@@ -281,16 +344,40 @@ void sym_add_file(const char *path, uint64_t start, uint64_t off)
 		return;
 	/* The image stays mapped: the names point into it. */
 	if (elf_open(&e, img, st.st_size) && elf_bias(&e, start, off, &bias))
-		elf_add(&e, bias);
+		elf_add(&e, bias, OWNER_MMAP, path);
+	else
+		munmap(img, st.st_size);
 }
 
+/* Drop every object, its names and its DWARF (an exec, the end). */
 void sym_reset(void)
 {
+	struct object *o;
+
+	while (nobjects) {
+		o = &objects[--nobjects];
+		dw_close(o->dw);
+		free(o->path);
+		if (o->owner == OWNER_MMAP)
+			munmap((void *)o->img, o->len);
+		else if (o->owner == OWNER_MALLOC)
+			free((void *)o->img);
+	}
 	nsyms = 0;
-	nobjects = 0;
 	vdso_start = 0;
 	while (npaths)
 		free(paths[--npaths]);
+}
+
+void sym_exit(void)
+{
+	sym_reset();
+	free(syms);
+	free(objects);
+	free(paths);
+	syms = NULL;
+	objects = NULL;
+	paths = NULL;
 }
 
 /* The vDSO is no file: its image is in the process. */
@@ -308,12 +395,11 @@ static void load_vdso(pid_t pid, uint64_t start, uint64_t end)
 		return;
 	/* Kept: the names point into it. */
 	img = malloc(end - start);
-	if (img && pread(fd, img, end - start, start) == (ssize_t)(end - start)) {
-		sym_add_image(img, end - start, start);
+	if (img && pread(fd, img, end - start, start) == (ssize_t)(end - start) &&
+	    add_image(img, end - start, start, OWNER_MALLOC))
 		vdso_start = start;
-	} else {
+	else
 		free(img);
-	}
 	close(fd);
 }
 

@@ -14,7 +14,9 @@
  * The oracles: the program untraced (its output and how it ends), the
  * calls bts-demo makes, the last branches of a crash as --on-crash printed
  * them live and as --core reads them from the core dump of the same run,
- * a JSON parser, and the record count btrace reports.
+ * a JSON parser, the record count btrace reports, and the source lines
+ * of their functions that bts-demo and bts-crash print (--lines) from the
+ * compiler's __LINE__.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -238,6 +240,10 @@ static void test_calls(void)
 		if (!strncmp(lines[i], "bts-demo:", 9))
 			memmove(&lines[i], &lines[i + 1],
 				(--n - i) * sizeof(*lines));
+	/* The functions; their " (file:line)" is the case "lines". */
+	for (i = 0; i < n; i++)
+		if (strstr(lines[i], " ("))
+			*strstr(lines[i], " (") = 0;
 	ok = exited(r.status, 0) && n > sizeof(want) / sizeof(*want);
 	for (i = 0; ok && i < sizeof(want) / sizeof(*want); i++)
 		ok = !strcmp(lines[i], want[i]);
@@ -388,6 +394,165 @@ static void test_json(void)
 	    "%lu branch objects, %lu records; line %zu: %.200s", branches,
 	    records, i, i && i <= n ? lines[i - 1] : "");
 	run_free(&r);
+}
+
+/* ---- file:line from DWARF, against the programs' own __LINE__ ---- */
+
+#define OWN_LINES_MAX	8
+
+/* A function whose every instruction is on one line, and that line. */
+struct own_line {
+	char fn[64];
+	char file[64];
+	int line;
+};
+
+/* What "@prog --lines" prints, untraced: "<function> <file> <line>". */
+static size_t own_lines(char *prog, struct own_line *l, size_t max)
+{
+	char *argv[] = { prog, "--lines", NULL };
+	size_t n = 0;
+	struct run r;
+	char *p;
+
+	run(&r, argv);
+	for (p = r.out; exited(r.status, 0) && *p && n < max;
+	     p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p))
+		if (sscanf(p, "%63s %63s %d", l[n].fn, l[n].file,
+			   &l[n].line) == 3)
+			n++;
+	run_free(&r);
+	return n;
+}
+
+/*
+ * The plain listing: every address in @l's function is "<fn+0x..>
+ * (file:line)" with @l's file and line, and there is one at least. @bad
+ * is where it is not.
+ */
+static bool plain_at(const char *out, const struct own_line *l,
+		     const char **bad)
+{
+	char name[80], where[96];
+	const char *p, *end;
+	int n = 0;
+
+	snprintf(name, sizeof(name), "<%.63s+0x", l->fn);
+	snprintf(where, sizeof(where), "> (%.63s:%d)", l->file, l->line);
+	for (p = strstr(out, name); p; p = strstr(p + 1, name), n++) {
+		end = strchr(p, '>');
+		if (!end || strncmp(end, where, strlen(where))) {
+			*bad = p;
+			return false;
+		}
+	}
+	*bad = out;
+	return n > 0;
+}
+
+/* --calls, its @n @lines: each of @l's function ends in " (file:line)". */
+static bool calls_at(char **lines, size_t n, const struct own_line *l,
+		     const char **bad)
+{
+	size_t i, len = strlen(l->fn);
+	char want[160];
+	int seen = 0;
+
+	snprintf(want, sizeof(want), "%.63s (%.63s:%d)", l->fn, l->file, l->line);
+	*bad = "no line";
+	for (i = 0; i < n; i++) {
+		const char *p = lines[i] + strspn(lines[i], " ");
+
+		if (strncmp(p, l->fn, len) || (p[len] && p[len] != ' '))
+			continue;
+		*bad = lines[i];
+		if (strcmp(p, want))
+			return false;
+		seen++;
+	}
+	return seen;
+}
+
+/*
+ * --json: each "<key>_sym":"fn+0x.." is followed by "<key>_file", a path
+ * whose last part is @l's file, and "<key>_line", @l's line.
+ */
+static bool json_at(const char *out, const struct own_line *l,
+		    const char **bad)
+{
+	char sym[80], key[16], key2[16], path[256], end;
+	const char *p, *q, *base;
+	int line, n = 0;
+
+	snprintf(sym, sizeof(sym), "_sym\":\"%.63s+0x", l->fn);
+	for (p = strstr(out, sym); p; p = strstr(p + 1, sym), n++) {
+		*bad = p;
+		q = strchr(p + strlen(sym), '"');
+		if (!q || sscanf(q, "\",\"%15[a-z]_file\":\"%255[^\"]\",\"%15[a-z]_line\":%d%c",
+				 key, path, key2, &line, &end) != 5)
+			return false;
+		base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+		if (strcmp(key, key2) || strcmp(base, l->file) ||
+		    line != l->line || (end != ',' && end != '}'))
+			return false;
+	}
+	*bad = out;
+	return n > 0;
+}
+
+/*
+ * Where the programs' one-line functions ran, as btrace shows it from
+ * their DWARF: bts-demo's in each view, bts-crash's by_value (a PIE: its
+ * DWARF has the addresses before the load bias) in the plain one.
+ */
+static void test_lines(void)
+{
+	/* Three of prog()'s eight names, all kept. */
+	char *btrace = prog("btrace"), *demo = prog("bts-demo"),
+	     *crash = prog("bts-crash");
+	char *plain_argv[] = { btrace, "-b", "main", demo, NULL };
+	char *calls_argv[] = { btrace, "--calls", "-b", "main", demo, NULL };
+	char *json_argv[] = { btrace, "--json", "-b", "main", demo, NULL };
+	char *crash_argv[] = { btrace, "-b", "main", crash, NULL };
+	struct own_line l[OWN_LINES_MAX + 1], *at = NULL;
+	const char *bad = "", *view = "--lines";
+	char *call_lines[256];
+	struct run r, c, j, k;
+	size_t n, ncalls, i;
+	bool ok;
+
+	n = own_lines(demo, l, OWN_LINES_MAX);
+	/* bts-crash's function after bts-demo's. */
+	ok = n == 4 && own_lines(crash, l + n, 1) == 1;
+	run(&r, plain_argv);
+	run(&c, calls_argv);
+	run(&j, json_argv);
+	run(&k, crash_argv);
+	ncalls = split_lines(c.out, call_lines, 256);
+	if (ok) {
+		view = "status";
+		ok = exited(r.status, 0) && exited(c.status, 0) &&
+		     exited(j.status, 0) && killed_by(k.status, SIGSEGV);
+	}
+	for (i = 0; ok && i <= n; i++) {
+		at = &l[i];
+		view = i < n ? "plain" : "pie";
+		ok = plain_at(i < n ? r.out : k.out, at, &bad);
+		if (!ok || i == n)
+			continue;
+		view = "json";
+		ok = json_at(j.out, at, &bad);
+		if (!ok)
+			continue;
+		view = "calls";
+		ok = calls_at(call_lines, ncalls, at, &bad);
+	}
+	tap(ok, "lines", "%s: %s %s:%d: %.160s", view, at ? at->fn : "",
+	    at ? at->file : "", at ? at->line : 0, bad);
+	run_free(&r);
+	run_free(&c);
+	run_free(&j);
+	run_free(&k);
 }
 
 /* ---- --on-crash, and the core dump of the same crash ---- */
@@ -551,12 +716,13 @@ int main(int argc, char **argv)
 		suffix = argv[1];
 	else if (len > 3 && !strcmp(argv[0] + len - 3, "_32"))
 		suffix = "_32";
-	printf("TAP version 13\n1..11\n");
+	printf("TAP version 13\n1..12\n");
 	test_static();
 	test_pie_crash();
 	test_begin_never_reached();
 	test_calls();
 	test_json();
+	test_lines();
 	test_on_crash_and_core();
 	test_attach_threads();
 	test_exec();

@@ -7,6 +7,8 @@
  *                      corrupted: it dies of SIGSEGV at a bad address.
  *   bts-crash threads N  two threads call worker_step() for about N
  *                      seconds, then it exits 0 (for btrace -p).
+ *   bts-crash --lines  the source line of by_value(), as the compiler
+ *                      numbers it: "by_value crash.c <line>".
  *
  * The values are sorted from the highest: qsort() calls by_value().
  */
@@ -28,10 +30,16 @@ static noipa void print_sum(int sum)
 	printf("bts-crash: sum %d\n", sum);
 }
 
-static noipa int by_value(const void *a, const void *b)
-{
-	return *(const int *)a - *(const int *)b;
-}
+/*
+ * A function on one line, and that line from __LINE__ (as bts-demo's):
+ * every instruction of it belongs to that line, which btrace_test compares
+ * with the one btrace reads from DWARF, here in a PIE.
+ */
+#define ONE_LINE(name, params, expr)					\
+	static noipa int name params { return expr; }			\
+	static const int name##_line = __LINE__
+
+ONE_LINE(by_value, (const void *a, const void *b), *(const int *)a - *(const int *)b);
 
 /*
  * The bug: <= instead of <. The word after values is the low half of the
@@ -107,6 +115,11 @@ int main(int argc, char **argv)
 
 	if (argc > 2 && !strcmp(argv[1], "threads"))
 		return threads(atol(argv[2]));
+	if (argc > 1 && !strcmp(argv[1], "--lines")) {
+		printf("by_value %s %d\n", strrchr(__FILE__, '/') ?
+		       strrchr(__FILE__, '/') + 1 : __FILE__, by_value_line);
+		return 0;
+	}
 	fill(&h, 4);
 	/* Out of order, so that qsort() has something to do. */
 	h.values[0] = 0x400;

@@ -4,7 +4,11 @@
  * a conditional, direct calls, a call through a pointer, recursion.
  * It prints through write() and leaves through _exit() so that the trace
  * of main stays short (no stdio, no atexit handlers).
+ *
+ * bts-demo --lines prints, untraced, the source line of each function
+ * main calls, as the compiler numbers it: "<function> <file> <line>".
  */
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -14,33 +18,51 @@
  */
 #define noipa __attribute__((noipa))
 
-static noipa int is_odd(int n)
-{
-	return n & 1;
-}
+/*
+ * A function on one line, and that line from __LINE__: every instruction
+ * of the function, its entry and its return, belongs to that line, which
+ * btrace_test compares with the line btrace reads from DWARF.
+ */
+#define ONE_LINE(name, expr)						\
+	static noipa int name(int n) { return expr; }			\
+	static const int name##_line = __LINE__
 
-static noipa int square(int n)
-{
-	return n * n;
-}
-
-static noipa int triple(int n)
-{
-	return 3 * n;
-}
+ONE_LINE(is_odd, n & 1);
+ONE_LINE(square, n * n);
+ONE_LINE(triple, 3 * n);
+ONE_LINE(fact, n <= 1 ? 1 : n * fact(n - 1));
 
 static int (*const ops[])(int) = { square, triple };
 
-static noipa int fact(int n)
+static const struct {
+	const char *name;
+	int line;
+} lines[] = {
+	{ "is_odd", is_odd_line },
+	{ "square", square_line },
+	{ "triple", triple_line },
+	{ "fact", fact_line },
+};
+
+static void print_lines(void)
 {
-	return n <= 1 ? 1 : n * fact(n - 1);
+	const char *file = strrchr(__FILE__, '/') ? strrchr(__FILE__, '/') + 1 :
+						    __FILE__;
+	size_t i;
+
+	for (i = 0; i < sizeof(lines) / sizeof(*lines); i++)
+		dprintf(1, "%s %s %d\n", lines[i].name, file, lines[i].line);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	char msg[] = "bts-demo: result 0000\n";
 	int i, sum = 0;
 
+	if (argc > 1 && !strcmp(argv[1], "--lines")) {
+		print_lines();
+		return 0;
+	}
 	for (i = 0; i < 3; i++) {
 		if (is_odd(i))
 			sum += ops[i & 1](i);

@@ -386,30 +386,29 @@ void ds_buf_set_overflow(struct ds_tracer *tracer,
 	}
 }
 
-void ds_pause_seen(struct ds_tracer *tracer)
+/* Whether the pause, while it lasts, is a gap of its own. */
+static void ds_pause_set_gap(struct ds_tracer *tracer, bool gap)
 {
 	unsigned long flags;
 
 	if (IS_ERR_OR_NULL(tracer))
 		return;
 	raw_spin_lock_irqsave(&tracer->lock, flags);
-	/* Records dropped at the full buffer are a gap all the same. */
 	if (tracer->paused)
-		tracer->pause_gap = false;
+		tracer->pause_gap = gap;
 	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+}
+
+void ds_pause_seen(struct ds_tracer *tracer)
+{
+	/* Records dropped at the full buffer are a gap all the same. */
+	ds_pause_set_gap(tracer, false);
 }
 EXPORT_SYMBOL_GPL(ds_pause_seen);
 
 void ds_pause_missed(struct ds_tracer *tracer)
 {
-	unsigned long flags;
-
-	if (IS_ERR_OR_NULL(tracer))
-		return;
-	raw_spin_lock_irqsave(&tracer->lock, flags);
-	if (tracer->paused)
-		tracer->pause_gap = true;
-	raw_spin_unlock_irqrestore(&tracer->lock, flags);
+	ds_pause_set_gap(tracer, true);
 }
 EXPORT_SYMBOL_GPL(ds_pause_missed);
 

@@ -189,6 +189,17 @@ static inline long bts_config(struct __test_metadata *_metadata, pid_t pid,
 	return ret;
 }
 
+/* PTRACE_BTS_READ of up to @n records from @seq on into @buf; *@rd as returned. */
+static inline long bts_read(pid_t pid, __u64 seq, struct bts_struct *buf,
+			    long n, struct ptrace_bts_read *rd)
+{
+	memset(rd, 0, sizeof(*rd));
+	rd->seq = seq;
+	rd->buf = (unsigned long)buf;
+	rd->size = n * BTS_REC;
+	return sys_ptrace(PTRACE_BTS_READ, pid, rd, sizeof(*rd));
+}
+
 static inline long bts_size(pid_t pid)
 {
 	return sys_ptrace(PTRACE_BTS_SIZE, pid, NULL, 0);

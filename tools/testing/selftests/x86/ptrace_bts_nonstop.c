@@ -18,16 +18,6 @@
 #define LONG_LOOP	1000000000UL
 #define RUN_RECORDS	64
 
-static long bts_read(pid_t pid, __u64 seq, struct bts_struct *buf, long n,
-		     struct ptrace_bts_read *rd)
-{
-	memset(rd, 0, sizeof(*rd));
-	rd->seq = seq;
-	rd->buf = (unsigned long)buf;
-	rd->size = n * BTS_REC;
-	return sys_ptrace(PTRACE_BTS_READ, pid, rd, sizeof(*rd));
-}
-
 static long bts_status(pid_t pid, struct ptrace_bts_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));

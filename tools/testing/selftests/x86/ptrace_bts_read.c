@@ -14,16 +14,6 @@
 
 #define BTS_READ_SIZE		sizeof(struct ptrace_bts_read)
 
-static long bts_read(pid_t pid, __u64 seq, struct bts_struct *buf, long n,
-		     struct ptrace_bts_read *rd)
-{
-	memset(rd, 0, sizeof(*rd));
-	rd->seq = seq;
-	rd->buf = (unsigned long)buf;
-	rd->size = n * BTS_REC;
-	return sys_ptrace(PTRACE_BTS_READ, pid, rd, sizeof(*rd));
-}
-
 static void bts_status(struct __test_metadata *_metadata, pid_t pid,
 		       struct ptrace_bts_config *cfg)
 {
