@@ -22,9 +22,9 @@
  * Whoever takes the pointer out of the thread (xchg) drops the link's use
  * of the trace. A request on a tracee that is not stopped, and a core dump,
  * hold a use of their own, taken under RCU; the trace and its charge go
- * with the last use. A queued event stop for a full buffer
- * (PTRACE_BTS_O_STOP), task work the tracee runs on its way to user mode,
- * holds only the struct's memory.
+ * with the last use. An event stop for a full buffer (PTRACE_BTS_O_STOP)
+ * is a thread flag, TIF_DS_STOP, that the tracee acts on when it next
+ * returns to user mode; it holds nothing.
  *
  * This file has the trace's lifetime, its configuration and the event
  * stop; ptrace_bts_read.c the reading of the records and the regset.
@@ -48,7 +48,6 @@
 #include <linux/security.h>
 #include <linux/signal.h>
 #include <linux/slab.h>
-#include <linux/task_work.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
 
@@ -96,19 +95,7 @@ static u32 ptrace_bts_in_use(struct task_struct *child)
 
 /* --- lifetime --- */
 
-static void ptrace_bts_unref(struct ptrace_bts *pb)
-{
-	if (refcount_dec_and_test(&pb->ref)) {
-		put_task_struct(pb->task);
-		kfree_rcu(pb, rcu);
-	}
-}
-
-/*
- * Process context. The last user releases the Debug Store tracer and the
- * charge at once, whatever a queued event stop still holds: a trace whose
- * link ended must not stay until a sleeping tracee runs again.
- */
+/* Process context. The last user releases the trace and its charge. */
 void ptrace_bts_put(struct ptrace_bts *pb)
 {
 	if (!refcount_dec_and_test(&pb->users))
@@ -116,7 +103,8 @@ void ptrace_bts_put(struct ptrace_bts *pb)
 	/* Waits for a queued overflow notification: none is queued after. */
 	ds_release(pb->tracer);
 	mmdrop(pb->mm);
-	ptrace_bts_unref(pb);
+	put_task_struct(pb->task);
+	kfree_rcu(pb, rcu);
 }
 
 static void ptrace_bts_release_work(struct work_struct *work)
@@ -157,12 +145,13 @@ void ptrace_bts_untrace(struct task_struct *child)
 void ptrace_bts_fork(struct task_struct *child)
 {
 	child->thread.ptrace_bts = NULL;
+	clear_tsk_thread_flag(child, TIF_DS_STOP);
 }
 
 /* --- configuration --- */
 
 /*
- * The stop work runs before the tracee is back in user mode only where the
+ * The stop comes before the tracee is back in user mode only where the
  * overflow notification is a hard interrupt on the tracee's CPU: not from
  * a thread (PREEMPT_RT), not from the tick (no local APIC).
  */
@@ -172,68 +161,69 @@ static bool ptrace_bts_pause_seen_ok(void)
 	       arch_irq_work_has_interrupt();
 }
 
-/*
- * PTRACE_BTS_O_STOP, in the tracee on its way to user mode: the event stop.
- * The stop is the tracer's only while the trace it was queued for is still
- * the tracee's; a link that ended, or a new allocation, cancels it. Not at
- * exit, where task_work_run() runs what is left.
- */
-static void ptrace_bts_stop(struct callback_head *head)
+/* Is the trace still paused, as the stop would announce? */
+static bool ptrace_bts_paused(struct ptrace_bts *pb)
 {
-	struct ptrace_bts *pb = container_of(head, struct ptrace_bts,
-					     stop_work);
+	struct ds_geometry geom;
 
-	atomic_set(&pb->stop_queued, 0);
-	/* A CONFIG may have taken O_STOP away since: no stop then. */
-	if (!(current->flags & PF_EXITING) &&
-	    READ_ONCE(current->thread.ptrace_bts) == pb &&
-	    READ_ONCE(pb->flags) & PTRACE_BTS_O_STOP &&
-	    refcount_inc_not_zero(&pb->users)) {
-		/*
-		 * The work runs on the first way back to user mode after the
-		 * pause (the notification's interrupt, or the return from
-		 * the system call the tracee slept in): no branch was
-		 * missed, and the DRAIN that resumes must not show a gap.
-		 */
-		if (ptrace_bts_pause_seen_ok())
-			ds_pause_seen(pb->tracer);
-		ptrace_bts_put(pb);
-		ptrace_notify(SIGTRAP | (PTRACE_EVENT_BTS << 8), 0);
-		/*
-		 * Resumed without a DRAIN or CLEAR, the tracee runs on with the
-		 * recording paused: that does miss branches.
-		 */
-		if (READ_ONCE(current->thread.ptrace_bts) == pb &&
-		    refcount_inc_not_zero(&pb->users)) {
-			ds_pause_missed(pb->tracer);
-			ptrace_bts_put(pb);
-		}
-	}
-	ptrace_bts_unref(pb);
+	return !ds_get_geometry(pb->tracer, &geom) &&
+	       geom.status & DS_STATUS_PAUSED;
 }
 
 /*
- * Queue the event stop. The work holds the memory, not the trace, until it
- * has run: it may wait for a sleeping tracee long after the link ended.
+ * PTRACE_BTS_O_STOP: the event stop, from the tracee's last work on its
+ * way to user mode (arch_exit_to_user_mode_work()). Not from task work:
+ * ptrace_notify() runs task work before every ptrace stop, and a stop
+ * there would come in front of a syscall or event stop the tracee is
+ * already committed to, which the tracer's answer to the BTS stop could
+ * not prevent. Only while the trace is paused: a DRAIN, a CLEAR or a new
+ * buffer since the notification leaves nothing to announce, and a CONFIG
+ * without O_STOP asks for none.
+ */
+void ptrace_bts_event_stop(void)
+{
+	struct ptrace_bts *pb;
+	bool stop;
+
+	clear_thread_flag(TIF_DS_STOP);
+	pb = ptrace_bts_hold(current);
+	if (!pb)
+		return;
+	stop = READ_ONCE(pb->flags) & PTRACE_BTS_O_STOP && ptrace_bts_paused(pb);
+	/*
+	 * The first way back to user mode after the pause (the notification's
+	 * interrupt, or the return from the system call the tracee slept in):
+	 * no branch was missed, and the DRAIN that resumes must not show a
+	 * gap, unless the tracee ran through the pause before.
+	 */
+	if (stop && ptrace_bts_pause_seen_ok())
+		ds_pause_seen(pb->tracer);
+	/* Not held over the stop: a CONFIG there may replace the trace. */
+	ptrace_bts_put(pb);
+	if (!stop)
+		return;
+	ptrace_notify(SIGTRAP | (PTRACE_EVENT_BTS << 8), 0);
+	/*
+	 * Resumed without a DRAIN or CLEAR, the tracee runs on with the
+	 * recording paused, whichever trace it has now: that misses branches.
+	 */
+	pb = ptrace_bts_hold(current);
+	if (pb) {
+		ds_pause_missed(pb->tracer);
+		ptrace_bts_put(pb);
+	}
+}
+
+/*
+ * Ask for the event stop. TIF_DS_STOP, not a signal's notification, which
+ * would make a tracee sleeping in epoll_wait() and the like return EINTR
+ * (a scheduling record can fill the buffer as it goes to sleep): the stop
+ * comes on its way back to user mode; one running in user mode on another
+ * CPU is sent there by the kick.
  */
 static void ptrace_bts_queue_stop(struct ptrace_bts *pb)
 {
-	if (atomic_xchg(&pb->stop_queued, 1))
-		return;
-	refcount_inc(&pb->ref);
-	/*
-	 * TWA_RESUME, not TWA_SIGNAL: a signal's notification would make a
-	 * tracee sleeping in epoll_wait() and the like return EINTR (a
-	 * scheduling record can fill the buffer as it goes to sleep). The
-	 * stop comes on its way back to user mode; one running in user mode
-	 * on another CPU is sent there by the kick.
-	 */
-	if (task_work_add(pb->task, &pb->stop_work, TWA_RESUME)) {
-		atomic_set(&pb->stop_queued, 0);
-		/* Never the last: the users' is dropped after irq_work_sync(). */
-		ptrace_bts_unref(pb);
-		return;
-	}
+	set_tsk_thread_flag(pb->task, TIF_DS_STOP);
 	kick_process(pb->task);
 }
 
@@ -493,6 +483,8 @@ static int ptrace_bts_update(struct task_struct *child,
 {
 	struct ptrace_bts *pb = ptrace_bts_get(child);
 	struct ds_geometry geom;
+	u32 old_flags;
+	int err;
 
 	if (!pb)
 		return -EINVAL;
@@ -501,21 +493,22 @@ static int ptrace_bts_update(struct task_struct *child,
 	    geom.status & DS_STATUS_DETACHED ||
 	    ptrace_bts_check_room(cfg->flags, geom.capacity))
 		return -EINVAL;
-	return ptrace_bts_reconfig(pb, cfg, ds_update);
-}
-
-/*
- * A stop queued for the full buffer a resize dropped would announce
- * records that are gone. The tracee is stopped: the work is not running,
- * and ds_resize() waited for the notification that queued it.
- */
-static void ptrace_bts_cancel_stop(struct ptrace_bts *pb)
-{
-	if (!task_work_cancel(pb->task, &pb->stop_work))
-		return;
-	atomic_set(&pb->stop_queued, 0);
-	/* Never the last: the trace's users hold one. */
-	ptrace_bts_unref(pb);
+	old_flags = pb->flags;
+	err = ptrace_bts_reconfig(pb, cfg, ds_update);
+	if (err)
+		return err;
+	/*
+	 * A pause announced one way, by a queued stop that now finds
+	 * O_STOP gone or by a signal already sent, is announced again the
+	 * new way: no DRAIN may ever come to end it otherwise.
+	 */
+	if ((old_flags ^ pb->flags) & PTRACE_BTS_O_OVERFLOW &&
+	    geom.status & DS_STATUS_PAUSED) {
+		/* The tracee may have run through the pause since. */
+		ds_pause_missed(pb->tracer);
+		ptrace_bts_overflow(pb->tracer, pb);
+	}
+	return 0;
 }
 
 /*
@@ -545,8 +538,11 @@ static int ptrace_bts_resize(struct ptrace_bts *pb,
 	int err;
 
 	err = ptrace_bts_reconfig(pb, cfg, ds_resize);
-	if (!err)
-		ptrace_bts_cancel_stop(pb);
+	/* A charge may still be on its way out: ptrace_bts_request_ds(). */
+	if (err == -EDQUOT) {
+		flush_workqueue(ptrace_bts_wq);
+		err = ptrace_bts_reconfig(pb, cfg, ds_resize);
+	}
 	return err;
 }
 
@@ -594,9 +590,7 @@ static int ptrace_bts_alloc(struct task_struct *child,
 		goto put_mm;
 	}
 	INIT_WORK(&pb->release_work, ptrace_bts_release_work);
-	init_task_work(&pb->stop_work, ptrace_bts_stop);
 	refcount_set(&pb->users, 1);
-	refcount_set(&pb->ref, 1);
 	pb->flags = cfg->flags & PTRACE_BTS_O_STATE;
 	pb->signal = cfg->flags & PTRACE_BTS_O_SIGNAL ? cfg->signal : 0;
 	pb->task = get_task_struct(child);

@@ -7,7 +7,6 @@
 #ifndef _X86_KERNEL_PTRACE_BTS_H
 #define _X86_KERNEL_PTRACE_BTS_H
 
-#include <linux/atomic.h>
 #include <linux/compiler.h>
 #include <linux/mm_types.h>
 #include <linux/rcupdate.h>
@@ -54,13 +53,8 @@
  *		  this: a new allocation for a traced thread goes on from the
  *		  old one's next number, skipping one
  * @release_work: deferred release after __ptrace_unlink()
- * @stop_work:	  the tracee's own work that stops it for a full buffer
- * @stop_queued:  @stop_work is queued; a callback_head is queued once
  * @users:	  the users of the trace: the ptrace link, and each request
  *		  or core dump reading it; the trace goes with the last
- * @ref:	  the memory's: one for all @users, one for a queued
- *		  @stop_work, which the tracee runs on its own and may run
- *		  after the trace went
  * @rcu:	  freed after a grace period: requests find it under RCU
  */
 struct ptrace_bts {
@@ -72,10 +66,7 @@ struct ptrace_bts {
 	u32			signal;
 	u32			backend;
 	struct work_struct	release_work;
-	struct callback_head	stop_work;
-	atomic_t		stop_queued;
 	refcount_t		users;
-	refcount_t		ref;
 	struct rcu_head		rcu;
 };
 

@@ -197,14 +197,15 @@ long ptrace_bts_get_one(struct task_struct *child,
 }
 
 /*
- * Copy records from sequence number *@seq on into @ubuf, up to @max, in
- * batches; *@seq becomes the number of the first one copied, *@next the
- * number after the last. A batch that does not continue the one before
- * (a running tracee's buffer wrapped meanwhile) ends the read.
+ * Copy records from sequence number *@seq on into @ubuf, up to @max and
+ * below @end, in batches; *@seq becomes the number of the first one
+ * copied, *@next the number after the last. A batch that does not
+ * continue the one before (a running tracee's buffer wrapped meanwhile)
+ * ends the read.
  */
 static long ptrace_bts_read_seq(struct ptrace_bts *pb, u32 tid, u64 *seq,
-				u64 *next, struct bts_struct __user *ubuf,
-				size_t max)
+				u64 *next, u64 end,
+				struct bts_struct __user *ubuf, size_t max)
 {
 	struct ds_bts_record *raw;
 	struct bts_struct *batch;
@@ -235,8 +236,9 @@ static long ptrace_bts_read_seq(struct ptrace_bts *pb, u32 tid, u64 *seq,
 		}
 		if (!done)
 			*seq = *next = at;
-		if (!n || at != *next)
+		if (!n || at != *next || at >= end)
 			break;
+		n = min_t(u64, n, end - at);
 		for (i = 0; i < (size_t)n; i++)
 			ptrace_bts_convert(&raw[i], tid, &batch[i]);
 		if (copy_to_user(ubuf + done, batch, n * sizeof(*batch))) {
@@ -273,8 +275,8 @@ long ptrace_bts_drain(struct task_struct *child,
 	if (len / sizeof(struct bts_struct) < geom.count)
 		return -EINVAL;
 	seq = geom.seq - geom.count;
-	n = ptrace_bts_read_seq(pb, ptrace_bts_tid(child), &seq, &next, ubuf,
-				geom.count);
+	n = ptrace_bts_read_seq(pb, ptrace_bts_tid(child), &seq, &next,
+				geom.seq, ubuf, geom.count);
 	if (n < 0)
 		return n;
 	/* The tracee is stopped: the records counted are all there. */
@@ -320,13 +322,13 @@ long ptrace_bts_read(struct task_struct *child, struct ptrace_bts *pb,
 		max = (size_t)min_t(u64, rd.size, SIZE_MAX) /
 		      sizeof(struct bts_struct);
 		/*
-		 * What the snapshot counted, no more: the permission and the
-		 * state were asked of it, and a running tracee's records
-		 * would otherwise keep coming.
+		 * Below the snapshot's next, whatever number the read starts
+		 * at: the permission and the state were asked of it, and a
+		 * running tracee's records would otherwise keep coming.
 		 */
-		max = min_t(u64, max, next - rd.seq);
 		ret = ptrace_bts_read_seq(pb, ptrace_bts_tid(child), &seq,
-					  &next, u64_to_user_ptr(rd.buf), max);
+					  &next, next - pb->seq_base,
+					  u64_to_user_ptr(rd.buf), max);
 		if (ret < 0)
 			return ret;
 		rd.first = pb->seq_base + seq;

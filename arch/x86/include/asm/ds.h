@@ -381,8 +381,8 @@ int ds_clear(struct ds_tracer *tracer);
  * into the trace buffer are collected first. Once @geom reports
  * %DS_STATUS_DETACHED, every record is collected: the count grows no more.
  * For the tracer of a task that is not running (a tracee in a ptrace
- * stop) there is nothing to collect, and the call takes no global lock
- * and interrupts no CPU.
+ * stop), and for any tracer of the emulated backend, there is nothing to
+ * collect, and the call takes no global lock and interrupts no CPU.
  *
  * Context: process context, may sleep.
  * Return: 0, or -EINVAL for a bad handle or NULL @geom.
@@ -617,7 +617,7 @@ static __always_inline void ds_mark_gap(enum ds_gap why, u32 datum, u64 ip)
  * marks %DS_GAP_PAUSED). A client that stopped the task at the
  * notification, before it ran on in user mode, says so: the pause itself
  * then missed nothing, and only records dropped at the full buffer still
- * make a gap.
+ * make a gap. Not after ds_pause_missed() for the same pause.
  *
  * Context: any context but NMI; the traced task itself, before it returns
  * to user mode after the pause.
@@ -629,7 +629,8 @@ void ds_pause_seen(struct ds_tracer *tracer);
  * @tracer: a task's tracer
  *
  * Undoes ds_pause_seen() where the client lets the task run before it
- * resumed the recording: the pause misses branches after all.
+ * resumed the recording: the pause misses branches after all, whatever a
+ * later ds_pause_seen() says.
  *
  * Context: any context but NMI.
  */

@@ -47,6 +47,7 @@ static void ds_buf_check_threshold(struct ds_tracer *tracer, size_t before)
 		return;
 	WRITE_ONCE(tracer->paused, true);
 	tracer->pause_gap = true;
+	tracer->pause_ran = false;
 	irq_work_queue(&tracer->notify_work);
 }
 
@@ -382,33 +383,39 @@ void ds_buf_set_overflow(struct ds_tracer *tracer,
 	if (tracer->count >= tracer->threshold && !tracer->paused) {
 		WRITE_ONCE(tracer->paused, true);
 		tracer->pause_gap = true;
+		tracer->pause_ran = false;
 		irq_work_queue(&tracer->notify_work);
 	}
 }
 
-/* Whether the pause, while it lasts, is a gap of its own. */
-static void ds_pause_set_gap(struct ds_tracer *tracer, bool gap)
+/*
+ * Whether the pause is a gap of its own: only if the task ran while it
+ * lasted. Once it has, nothing said later vouches for it.
+ */
+static void ds_pause_set_ran(struct ds_tracer *tracer, bool ran)
 {
 	unsigned long flags;
 
 	if (IS_ERR_OR_NULL(tracer))
 		return;
 	raw_spin_lock_irqsave(&tracer->lock, flags);
-	if (tracer->paused)
-		tracer->pause_gap = gap;
+	if (tracer->paused) {
+		tracer->pause_ran |= ran;
+		tracer->pause_gap = tracer->pause_ran;
+	}
 	raw_spin_unlock_irqrestore(&tracer->lock, flags);
 }
 
 void ds_pause_seen(struct ds_tracer *tracer)
 {
 	/* Records dropped at the full buffer are a gap all the same. */
-	ds_pause_set_gap(tracer, false);
+	ds_pause_set_ran(tracer, false);
 }
 EXPORT_SYMBOL_GPL(ds_pause_seen);
 
 void ds_pause_missed(struct ds_tracer *tracer)
 {
-	ds_pause_set_gap(tracer, true);
+	ds_pause_set_ran(tracer, true);
 }
 EXPORT_SYMBOL_GPL(ds_pause_missed);
 
@@ -510,6 +517,15 @@ int ds_get_geometry(struct ds_tracer *tracer, struct ds_geometry *geom)
 
 	if (ds_geometry_unlocked(tracer, geom))
 		return 0;
+	/*
+	 * The emulated backend stores under the tracer's lock and stages
+	 * nothing: a running tracee's snapshot needs no global lock either,
+	 * and a tracer polling one holds up no other.
+	 */
+	if (tracer->backend != &ds_hw_backend) {
+		ds_geometry_fill(tracer, geom);
+		return 0;
+	}
 	/*
 	 * The snapshot is taken under ds_alloc_mutex too: ds_detach() marks the
 	 * tracer detached before it collects the hardware's last records,

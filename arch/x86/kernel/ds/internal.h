@@ -121,6 +121,7 @@ struct ds_tracer {
 	u64			unwritten;	/* dropped unwritten since the request */
 	bool			gap;		/* dropped since the last reset */
 	bool			pause_gap;	/* paused, maybe missing branches */
+	bool			pause_ran;	/* the task ran while paused */
 
 	struct ds_charge	charge;
 

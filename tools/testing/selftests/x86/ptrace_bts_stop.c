@@ -365,6 +365,112 @@ TEST_F(bts, stop_flag_dropped)
 	EXPECT_EQ(STOP_RECORDS, bts_size(self->pid));
 }
 
+/*
+ * The way a paused trace is announced changes while it is paused: from
+ * O_STOP to O_SIGNAL at the event stop, the signal follows; from O_SIGNAL
+ * to O_STOP at the signal's stop, the event stop follows. No DRAIN comes
+ * in between, and nothing else would announce the pause.
+ */
+TEST_F(bts, overflow_switched_while_paused)
+{
+	self->pid = start_many(_metadata, STOP_BRANCHES, STOP_RECORDS,
+			       PTRACE_BTS_O_STOP);
+	ASSERT_TRUE(next_bts_stop(_metadata, self->pid, 0));
+	ASSERT_EQ(0, bts_config(_metadata, self->pid, 0, PTRACE_BTS_O_TRACE |
+				PTRACE_BTS_O_SIGNAL, BTS_OVERFLOW_SIG));
+	cont_to_signal(_metadata, self->pid, 0, BTS_OVERFLOW_SIG);
+	EXPECT_EQ(STOP_RECORDS, bts_size(self->pid));
+	ASSERT_EQ(0, bts_config(_metadata, self->pid, 0, PTRACE_BTS_O_TRACE |
+				PTRACE_BTS_O_STOP, 0));
+	/* The signal is the tracer's: not delivered. */
+	ASSERT_TRUE(next_bts_stop(_metadata, self->pid, 0));
+	EXPECT_EQ(STOP_RECORDS, bts_size(self->pid));
+}
+
+#define NESTED_SYSCALLS		300
+
+/* System calls with 0 to 3 loop branches between them. */
+static void getppid_loop(unsigned long n)
+{
+	unsigned long i, j;
+
+	for (i = 0; i < n; i++) {
+		syscall(SYS_getppid);
+		for (j = 0; j < i % 4; j++)
+			asm volatile("" ::: "memory");
+	}
+}
+
+/* At a syscall stop of @pid: true at the entry, false at the exit. */
+static bool at_syscall_entry(struct __test_metadata *_metadata, pid_t pid)
+{
+	struct ptrace_syscall_info info;
+
+	memset(&info, 0, sizeof(info));
+	ASSERT_LT(0, sys_ptrace(PTRACE_GET_SYSCALL_INFO, pid,
+				(void *)sizeof(info), (unsigned long)&info));
+	ASSERT_NE(PTRACE_SYSCALL_INFO_NONE, info.op);
+	return info.op == PTRACE_SYSCALL_INFO_ENTRY;
+}
+
+/*
+ * The event stop never comes in the middle of a system call, before the
+ * syscall-exit stop the tracee is committed to. The tracee makes system
+ * calls under PTRACE_SYSCALL; with PTRACE_BTS_O_SCHED the departure
+ * record of a syscall-entry stop fills the 3-record buffer now and then,
+ * as the varying branches between the calls move where it fills. Every
+ * other event stop is answered with PTRACE_CONT: no syscall stop may come
+ * after it. Each event stop is drained, so that the next one comes.
+ */
+TEST_F(bts, stop_not_inside_syscall_stop)
+{
+	int status, bts_stops = 0, conts = 0, syscall_stops = 0;
+	bool conted = false, in_syscall = false;
+	struct bts_struct rec[3];
+
+	self->pid = spawn(_metadata, getppid_loop, NESTED_SYSCALLS,
+			  PTRACE_O_TRACESYSGOOD);
+	ASSERT_EQ(0, bts_config(_metadata, self->pid, 3 * BTS_REC,
+				BTS_TRACE_ALLOC | PTRACE_BTS_O_STOP |
+				PTRACE_BTS_O_SCHED, 0));
+	ASSERT_EQ(0, sys_ptrace(PTRACE_SYSCALL, self->pid, NULL, 0));
+	for (;;) {
+		ASSERT_EQ(self->pid, waitpid(self->pid, &status, __WALL));
+		if (WIFEXITED(status))
+			break;
+		ASSERT_TRUE(WIFSTOPPED(status)) {
+			TH_LOG("status %#x", status);
+		}
+		if (status >> 8 == BTS_STOP_STATUS) {
+			ASSERT_FALSE(in_syscall) {
+				TH_LOG("an event stop inside a system call");
+			}
+			bts_stops++;
+			ASSERT_LE(0, sys_ptrace(PTRACE_BTS_DRAIN, self->pid,
+						rec, sizeof(rec)));
+			conted = bts_stops % 2;
+			conts += conted;
+			ASSERT_EQ(0, sys_ptrace(conted ? PTRACE_CONT :
+						PTRACE_SYSCALL, self->pid,
+						NULL, 0));
+			continue;
+		}
+		ASSERT_EQ(SIGTRAP | 0x80, WSTOPSIG(status)) {
+			TH_LOG("status %#x", status);
+		}
+		ASSERT_FALSE(conted) {
+			TH_LOG("a syscall stop after PTRACE_CONT at an event stop");
+		}
+		in_syscall = at_syscall_entry(_metadata, self->pid);
+		syscall_stops++;
+		ASSERT_EQ(0, sys_ptrace(PTRACE_SYSCALL, self->pid, NULL, 0));
+	}
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	EXPECT_LT(0, conts);
+	EXPECT_LT(0, syscall_stops);
+	self->pid = 0;
+}
+
 /* ---- PTRACE_BTS_O_SIGNAL ---- */
 
 /* SIGKILL and SIGSTOP, and a signal with O_STOP, change nothing. */

@@ -33,8 +33,10 @@
  *	  cfg->backend selects; existing records are lost. A backend that
  *	  is missing is EOPNOTSUPP, one that is in use EBUSY. EDQUOT if the
  *	  buffer would take the tracer's user over RLIMIT_MEMLOCK (without
- *	  CAP_IPC_LOCK), ENOMEM if there is no memory; EBUSY, EDQUOT and
- *	  ENOMEM leave the thread without a trace.
+ *	  CAP_IPC_LOCK), ENOMEM if there is no memory. A trace there is
+ *	  keeps its backend where cfg->backend allows it, and then stays
+ *	  as it was if the new buffer cannot be had; otherwise EBUSY,
+ *	  EDQUOT and ENOMEM leave the thread without a trace.
  *	  PTRACE_BTS_BACKEND_HARDWARE is EACCES (after EOPNOTSUPP, before
  *	  EBUSY) where perf would not give the caller the same trace as a
  *	  perf event (perf_event_paranoid, CAP_SYS_ADMIN, CAP_PERFMON, the
@@ -50,8 +52,8 @@
  *	PTRACE_TRACEME), as for PTRACE_PEEKTEXT.
  * ptrace(PTRACE_BTS_STATUS, pid, struct ptrace_bts_config *cfg, size_t len)
  *	Fill min(len, sizeof(*cfg)) bytes: buffer size in bytes (whole
- *	records; 0 when not configured), the O_TRACE/O_SCHED/O_SIGNAL/O_STOP
- *	flags,
+ *	records; 0 when not configured), the O_TRACE/O_SCHED/O_SIGNAL/O_STOP/
+ *	O_GAPS flags,
  *	signal (0 without O_SIGNAL), bts_size = sizeof(struct bts_struct),
  *	the backend in use (0 when not configured), the PTRACE_BTS_S_* state,
  *	the next record's sequence number and the records lost. Returns the
@@ -83,7 +85,8 @@
  *	ERANGE. Returns the number of records copied.
  * ptrace(PTRACE_GETREGSET, pid, NT_X86_BTS, struct iovec *iov)
  *	Copy the newest records that fit, up to 1024, oldest first,
- *	without dropping them; iov_len stays as passed. ENODATA without a
+ *	without dropping them; iov_len becomes at most 24 KiB, not the
+ *	bytes copied. ENODATA without a
  *	trace; core dumps carry the same as an NT_X86_BTS note per traced
  *	thread whose images were dumpable.
  */
@@ -103,8 +106,8 @@
  *		buffer size in bytes, a whole number of records, 0 when not
  *		configured.
  * @flags:	PTRACE_BTS_O_* flags. STATUS: the configured
- *		PTRACE_BTS_O_TRACE, PTRACE_BTS_O_SCHED, PTRACE_BTS_O_SIGNAL
- *		and PTRACE_BTS_O_STOP.
+ *		PTRACE_BTS_O_TRACE, PTRACE_BTS_O_SCHED, PTRACE_BTS_O_SIGNAL,
+ *		PTRACE_BTS_O_STOP and PTRACE_BTS_O_GAPS.
  * @signal:	with PTRACE_BTS_O_SIGNAL, the signal sent to the tracee
  *		thread when the buffer is full; ignored without it. STATUS:
  *		0 without PTRACE_BTS_O_SIGNAL.
