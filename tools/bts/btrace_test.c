@@ -86,25 +86,25 @@ static void run(struct run *r, char *const argv[])
 {
 	char out[] = "/tmp/btrace_test.out.XXXXXX";
 	char err[] = "/tmp/btrace_test.err.XXXXXX";
-	int fo = mkstemp(out), fe = mkstemp(err);
+	int out_fd = mkstemp(out), err_fd = mkstemp(err);
 	pid_t pid;
 
-	if (fo < 0 || fe < 0)
+	if (out_fd < 0 || err_fd < 0)
 		exit(2);
 	unlink(out);
 	unlink(err);
 	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
-		dup2(fo, 1);
-		dup2(fe, 2);
+		dup2(out_fd, 1);
+		dup2(err_fd, 2);
 		alarm(RUN_TIMEOUT_S);
 		execvp(argv[0], argv);
 		_exit(127);
 	}
 	waitpid(pid, &r->status, 0);
-	r->out = slurp(fo);
-	r->err = slurp(fe);
+	r->out = slurp(out_fd);
+	r->err = slurp(err_fd);
 }
 
 static void run_free(struct run *r)
@@ -610,16 +610,16 @@ static void test_on_crash_and_core(void)
 	char *live[16], *dumped[4096], path[320];
 	char *core_argv[] = { prog("btrace"), "--core", path, NULL };
 	struct run r, c;
-	size_t nl, nd, i;
+	size_t n_live, n_dumped, i;
 	bool ok, cored = set_core_pattern();
 
 	run(&r, argv);
-	nl = split_lines(r.out, live, 16);
+	n_live = split_lines(r.out, live, 16);
 	/* Six branches, the signal; the last branch the corrupted call. */
-	tap(killed_by(r.status, SIGSEGV) && nl == 7 &&
+	tap(killed_by(r.status, SIGSEGV) && n_live == 7 &&
 	    strstr(live[5], "<finish+") && strstr(live[5], "500 <?>") &&
 	    strstr(live[6], "SIGSEGV at"), "on_crash",
-	    "status %#x, %zu lines: %.300s", r.status, nl, nl ? live[0] : "");
+	    "status %#x, %zu lines: %.300s", r.status, n_live, n_live ? live[0] : "");
 
 	/* btrace ends killed by the signal, without a core of its own. */
 	ok = cored && find_core(path, sizeof(path));
@@ -629,18 +629,18 @@ static void test_on_crash_and_core(void)
 	}
 	run(&c, core_argv);
 	unlink(path);
-	nd = split_lines(c.out, dumped, 4096);
+	n_dumped = split_lines(c.out, dumped, 4096);
 	/*
 	 * The dump has the records since btrace's last drain, at least one:
 	 * the last of them are the last printed live.
 	 */
-	ok = exited(c.status, 0) && nd >= 2 && nl == 7;
-	for (i = 0; ok && i < 6 && i < nd - 1; i++)
-		ok = !strcmp(dumped[nd - 2 - i], live[5 - i]);
+	ok = exited(c.status, 0) && n_dumped >= 2 && n_live == 7;
+	for (i = 0; ok && i < 6 && i < n_dumped - 1; i++)
+		ok = !strcmp(dumped[n_dumped - 2 - i], live[5 - i]);
 	/* The signal and the IP; a core has no fault address. */
-	ok = ok && !strncmp(dumped[nd - 1], live[6], strlen(dumped[nd - 1]));
-	tap(ok, "core", "status %#x; %zu lines; %.200s", c.status, nd,
-	    nd ? dumped[nd - 1] : c.err);
+	ok = ok && !strncmp(dumped[n_dumped - 1], live[6], strlen(dumped[n_dumped - 1]));
+	tap(ok, "core", "status %#x; %zu lines; %.200s", c.status, n_dumped,
+	    n_dumped ? dumped[n_dumped - 1] : c.err);
 	run_free(&c);
 out:
 	restore_core_pattern();

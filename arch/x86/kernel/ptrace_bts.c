@@ -161,13 +161,21 @@ static bool ptrace_bts_pause_seen_ok(void)
 	       arch_irq_work_has_interrupt();
 }
 
-/* Is the trace still paused, as the stop would announce? */
-static bool ptrace_bts_paused(struct ptrace_bts *pb)
+/*
+ * Is the trace still paused, as the stop would announce? *@next is the
+ * event message: the number the next record gets, as STATUS reports it.
+ */
+static bool ptrace_bts_paused(struct ptrace_bts *pb, unsigned long *next)
 {
 	struct ds_geometry geom;
 
-	return !ds_get_geometry(pb->tracer, &geom) &&
-	       geom.status & DS_STATUS_PAUSED;
+	if (ds_get_geometry(pb->tracer, &geom) ||
+	    !(geom.status & DS_STATUS_PAUSED))
+		return false;
+	*next = 0;
+	if (!ptrace_bts_check_read(current, pb, &geom))
+		*next = pb->seq_base + geom.seq;
+	return true;
 }
 
 /*
@@ -182,6 +190,7 @@ static bool ptrace_bts_paused(struct ptrace_bts *pb)
  */
 void ptrace_bts_event_stop(void)
 {
+	unsigned long next;
 	struct ptrace_bts *pb;
 	bool stop;
 
@@ -189,7 +198,8 @@ void ptrace_bts_event_stop(void)
 	pb = ptrace_bts_hold(current);
 	if (!pb)
 		return;
-	stop = READ_ONCE(pb->flags) & PTRACE_BTS_O_STOP && ptrace_bts_paused(pb);
+	stop = READ_ONCE(pb->flags) & PTRACE_BTS_O_STOP &&
+	       ptrace_bts_paused(pb, &next);
 	/*
 	 * The first way back to user mode after the pause (the notification's
 	 * interrupt, or the return from the system call the tracee slept in):
@@ -202,7 +212,7 @@ void ptrace_bts_event_stop(void)
 	ptrace_bts_put(pb);
 	if (!stop)
 		return;
-	ptrace_notify(SIGTRAP | (PTRACE_EVENT_BTS << 8), 0);
+	ptrace_notify(SIGTRAP | (PTRACE_EVENT_BTS << 8), next);
 	/*
 	 * Resumed without a DRAIN or CLEAR, the tracee runs on with the
 	 * recording paused, whichever trace it has now: that misses branches.

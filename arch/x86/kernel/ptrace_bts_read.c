@@ -29,6 +29,8 @@
 
 /* Records converted at a time. */
 #define PTRACE_BTS_DRAIN_BATCH		(PAGE_SIZE / sizeof(struct bts_struct))
+/* Snapshots a READ takes of a running tracee that overruns them. */
+#define PTRACE_BTS_READ_TRIES		4
 
 /* One layout for 32-bit and 64-bit tracers, as struct ptrace_bts_config. */
 static_assert(sizeof(struct ptrace_bts_read) == PTRACE_BTS_READ_SIZE_VER0);
@@ -286,57 +288,75 @@ long ptrace_bts_drain(struct task_struct *child,
 	return err ?: n;
 }
 
+/*
+ * One snapshot of the trace, and the read of its records below the
+ * snapshot's next: the permission and the state were asked of it, and a
+ * running tracee's records would otherwise keep coming. -EAGAIN where a
+ * running tracee overwrote all of them before the read (on the hardware,
+ * a collection adds a staging buffer's worth at once): a new snapshot
+ * has records to give.
+ */
+static long ptrace_bts_read_snapshot(struct task_struct *child,
+				     struct ptrace_bts *pb,
+				     struct ptrace_bts_read *rd)
+{
+	struct ds_geometry geom;
+	u64 next, seq, end;
+	size_t max;
+	long ret;
+
+	ret = ptrace_bts_geometry(pb, &geom);
+	if (!ret)
+		ret = ptrace_bts_check_read(child, pb, &geom);
+	if (ret)
+		return ret;
+	if (rd->size < sizeof(struct bts_struct) || rd->__reserved)
+		return -EINVAL;
+	/* An i386 kernel's pointers have 32 bits. */
+	if (rd->buf != (unsigned long)rd->buf)
+		return -EFAULT;
+	ptrace_bts_position(child, pb, &geom, &rd->state, &next, &rd->lost);
+	if (rd->seq > next)
+		return -ERANGE;
+	rd->first = next;
+	rd->next = next;
+	if (!pb || rd->seq == next)
+		return 0;
+
+	/* Numbers below the base are an older allocation's: gone. */
+	seq = rd->seq > pb->seq_base ? rd->seq - pb->seq_base : 0;
+	end = next - pb->seq_base;
+	/* Clamped before dividing: no 64-bit division on i386. */
+	max = (size_t)min_t(u64, rd->size, SIZE_MAX) /
+	      sizeof(struct bts_struct);
+	ret = ptrace_bts_read_seq(pb, ptrace_bts_tid(child), &seq, &next, end,
+				  u64_to_user_ptr(rd->buf), max);
+	if (ret < 0)
+		return ret;
+	rd->first = pb->seq_base + seq;
+	rd->next = pb->seq_base + next;
+	return !ret && seq >= end ? -EAGAIN : ret;
+}
+
 long ptrace_bts_read(struct task_struct *child, struct ptrace_bts *pb,
 		     void __user *urd, unsigned long len)
 {
+	int tries = PTRACE_BTS_READ_TRIES;
 	struct ptrace_bts_read rd;
-	struct ds_geometry geom;
-	u64 next, seq;
-	size_t max;
 	long ret;
 
 	ret = ptrace_bts_copy_arg(&rd, sizeof(rd), urd, len,
 				  PTRACE_BTS_READ_SIZE_VER0);
 	if (ret)
 		return ret;
-	ret = ptrace_bts_geometry(pb, &geom);
-	if (!ret)
-		ret = ptrace_bts_check_read(child, pb, &geom);
-	if (ret)
+	do {
+		ret = ptrace_bts_read_snapshot(child, pb, &rd);
+	} while (ret == -EAGAIN && --tries);
+	/* Still overrun: the reader's records are lost, as rd.first says. */
+	if (ret == -EAGAIN)
+		ret = 0;
+	if (ret < 0)
 		return ret;
-	if (rd.size < sizeof(struct bts_struct) || rd.__reserved)
-		return -EINVAL;
-	/* An i386 kernel's pointers have 32 bits. */
-	if (rd.buf != (unsigned long)rd.buf)
-		return -EFAULT;
-	ptrace_bts_position(child, pb, &geom, &rd.state, &next, &rd.lost);
-	if (rd.seq > next)
-		return -ERANGE;
-
-	rd.first = rd.seq;
-	rd.next = rd.seq;
-	if (pb && rd.seq < next) {
-		/* Numbers below the base are an older allocation's: gone. */
-		seq = rd.seq > pb->seq_base ? rd.seq - pb->seq_base : 0;
-		/* Clamped before dividing: no 64-bit division on i386. */
-		max = (size_t)min_t(u64, rd.size, SIZE_MAX) /
-		      sizeof(struct bts_struct);
-		/*
-		 * Below the snapshot's next, whatever number the read starts
-		 * at: the permission and the state were asked of it, and a
-		 * running tracee's records would otherwise keep coming.
-		 */
-		ret = ptrace_bts_read_seq(pb, ptrace_bts_tid(child), &seq,
-					  &next, next - pb->seq_base,
-					  u64_to_user_ptr(rd.buf), max);
-		if (ret < 0)
-			return ret;
-		rd.first = pb->seq_base + seq;
-		rd.next = pb->seq_base + next;
-	} else {
-		rd.first = next;
-		rd.next = next;
-	}
 	if (copy_to_user(urd + offsetof(struct ptrace_bts_read, first),
 			 &rd.first, sizeof(rd) -
 			 offsetof(struct ptrace_bts_read, first)))

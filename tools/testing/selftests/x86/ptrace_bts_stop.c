@@ -22,6 +22,7 @@
 static bool next_bts_stop(struct __test_metadata *_metadata, pid_t pid,
 			  int sig)
 {
+	struct ptrace_bts_config cfg;
 	unsigned long msg = 1;
 	int status;
 
@@ -38,7 +39,12 @@ static bool next_bts_stop(struct __test_metadata *_metadata, pid_t pid,
 	}
 	ASSERT_EQ(0, sys_ptrace(PTRACE_GETEVENTMSG, pid, NULL,
 				(unsigned long)&msg));
-	EXPECT_EQ(0, msg);
+	/* The position, as STATUS has it: nothing is recorded while paused. */
+	memset(&cfg, 0, sizeof(cfg));
+	ASSERT_EQ(BTS_CONFIG_SIZE_VER2,
+		  sys_ptrace(PTRACE_BTS_STATUS, pid, &cfg, sizeof(cfg)));
+	EXPECT_EQ((unsigned long)cfg.next, msg);
+	EXPECT_LT(0, msg);
 	return true;
 }
 

@@ -219,9 +219,12 @@ struct ptrace_bts_read {
  * When the buffer is full, pause tracing until the tracer drains or clears
  * the buffer, and stop the tracee in a ptrace event stop,
  * (SIGTRAP | PTRACE_EVENT_BTS << 8) in waitpid()'s status, before it runs
- * on in user mode. PTRACE_GETEVENTMSG gives 0. Nothing reaches the
- * program; a signal given to the restarting request is ignored, as at any
- * event stop. A stop pending when the ptrace link ends does not happen.
+ * on in user mode. PTRACE_GETEVENTMSG gives STATUS's next (its low 32
+ * bits where unsigned long has 32; 0 if the trace may not be read), so
+ * that a READ from the tracer's last position needs no STATUS. Nothing
+ * reaches the program; a signal given to the restarting request is
+ * ignored, as at any event stop. A stop pending when the ptrace link ends
+ * does not happen.
  */
 #define PTRACE_BTS_O_STOP	0x10
 /*
