@@ -49,6 +49,7 @@
 #include <linux/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <linux/uprobes.h>
 #include <linux/workqueue.h>
 
 #include <asm/ds.h>
@@ -178,6 +179,37 @@ static bool ptrace_bts_paused(struct ptrace_bts *pb, unsigned long *next)
 	return true;
 }
 
+/* Is a uprobe single-stepping its copy of the probed instruction? */
+static bool ptrace_bts_uprobe_stepping(void)
+{
+#ifdef CONFIG_UPROBES
+	return current->utask && current->utask->active_uprobe;
+#else
+	return false;
+#endif
+}
+
+/*
+ * Whether the event stop is due now. uprobe_deny_signal()'s rule: no
+ * ptrace stop while a uprobe steps its copied instruction, which the stop
+ * would leave with the uprobe's TF and IP for the tracer to see and
+ * change. The stop is put off until the step is done: the tracee comes
+ * back through here with TIF_UPROBE (arch_exit_to_user_mode_work()).
+ */
+static bool ptrace_bts_stop_due(struct ptrace_bts *pb, unsigned long ti_work,
+				bool *deferred)
+{
+	bool asked = ti_work & _TIF_DS_STOP;
+
+	if (ptrace_bts_uprobe_stepping()) {
+		pb->stop_deferred |= asked;
+		return false;
+	}
+	*deferred = pb->stop_deferred;
+	pb->stop_deferred = false;
+	return asked || *deferred;
+}
+
 /*
  * PTRACE_BTS_O_STOP: the event stop, from the tracee's last work on its
  * way to user mode (arch_exit_to_user_mode_work()). Not from task work:
@@ -188,25 +220,28 @@ static bool ptrace_bts_paused(struct ptrace_bts *pb, unsigned long *next)
  * buffer since the notification leaves nothing to announce, and a CONFIG
  * without O_STOP asks for none.
  */
-void ptrace_bts_event_stop(void)
+void ptrace_bts_event_stop(unsigned long ti_work)
 {
+	bool stop, deferred = false;
 	unsigned long next;
 	struct ptrace_bts *pb;
-	bool stop;
 
-	clear_thread_flag(TIF_DS_STOP);
+	if (ti_work & _TIF_DS_STOP)
+		clear_thread_flag(TIF_DS_STOP);
 	pb = ptrace_bts_hold(current);
 	if (!pb)
 		return;
-	stop = READ_ONCE(pb->flags) & PTRACE_BTS_O_STOP &&
+	stop = ptrace_bts_stop_due(pb, ti_work, &deferred) &&
+	       READ_ONCE(pb->flags) & PTRACE_BTS_O_STOP &&
 	       ptrace_bts_paused(pb, &next);
 	/*
 	 * The first way back to user mode after the pause (the notification's
 	 * interrupt, or the return from the system call the tracee slept in):
 	 * no branch was missed, and the DRAIN that resumes must not show a
-	 * gap, unless the tracee ran through the pause before.
+	 * gap, unless the tracee ran through the pause before. A stop put
+	 * off for a uprobe's step comes after an instruction in user mode.
 	 */
-	if (stop && ptrace_bts_pause_seen_ok())
+	if (stop && !deferred && ptrace_bts_pause_seen_ok())
 		ds_pause_seen(pb->tracer);
 	/* Not held over the stop: a CONFIG there may replace the trace. */
 	ptrace_bts_put(pb);

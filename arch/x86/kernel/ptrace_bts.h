@@ -55,6 +55,8 @@
  * @release_work: deferred release after __ptrace_unlink()
  * @users:	  the users of the trace: the ptrace link, and each request
  *		  or core dump reading it; the trace goes with the last
+ * @stop_deferred: an event stop waits for a uprobe's single step; the
+ *		  tracee's own
  * @rcu:	  freed after a grace period: requests find it under RCU
  */
 struct ptrace_bts {
@@ -67,6 +69,7 @@ struct ptrace_bts {
 	u32			backend;
 	struct work_struct	release_work;
 	refcount_t		users;
+	bool			stop_deferred;
 	struct rcu_head		rcu;
 };
 
