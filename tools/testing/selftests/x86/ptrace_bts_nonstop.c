@@ -137,12 +137,12 @@ TEST_F(bts, read_after_exit)
 	self->pid = 0;
 }
 
-static volatile int thread_done;
+static int thread_done;
 
 static void *group_thread(void *arg)
 {
 	bts_many(3);
-	thread_done = 1;
+	__atomic_store_n(&thread_done, 1, __ATOMIC_RELEASE);
 	for (;;)
 		pause();
 	return NULL;
@@ -155,7 +155,7 @@ static void group_exit_routine(unsigned long unused)
 
 	if (pthread_create(&t, NULL, group_thread, NULL))
 		_exit(7);
-	while (!thread_done)
+	while (!__atomic_load_n(&thread_done, __ATOMIC_ACQUIRE))
 		sched_yield();
 	_exit(0);
 }

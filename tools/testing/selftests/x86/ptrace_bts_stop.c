@@ -230,7 +230,9 @@ TEST_F(bts, stop_needs_room)
 					      BTS_TRACE_ALLOC | cases[i].flags,
 					      0, PTRACE_BTS_BACKEND_ANY);
 
-		EXPECT_EQ(cases[i].ok ? 0 : -1, ret) {
+		long want = cases[i].ok ? 0 : -1;
+
+		EXPECT_EQ(want, ret) {
 			TH_LOG("flags %#x, %u records", cases[i].flags,
 			       cases[i].records);
 		}
@@ -430,8 +432,8 @@ static bool at_syscall_entry(struct __test_metadata *_metadata, pid_t pid)
  */
 TEST_F(bts, stop_not_inside_syscall_stop)
 {
-	int status, bts_stops = 0, conts = 0, syscall_stops = 0;
-	bool conted = false, in_syscall = false;
+	int status, bts_stops = 0, cont_stops = 0, syscall_stops = 0;
+	bool resumed_cont = false, in_syscall = false;
 	struct bts_struct rec[3];
 
 	self->pid = spawn(_metadata, getppid_loop, NESTED_SYSCALLS,
@@ -454,9 +456,9 @@ TEST_F(bts, stop_not_inside_syscall_stop)
 			bts_stops++;
 			ASSERT_LE(0, sys_ptrace(PTRACE_BTS_DRAIN, self->pid,
 						rec, sizeof(rec)));
-			conted = bts_stops % 2;
-			conts += conted;
-			ASSERT_EQ(0, sys_ptrace(conted ? PTRACE_CONT :
+			resumed_cont = bts_stops % 2;
+			cont_stops += resumed_cont;
+			ASSERT_EQ(0, sys_ptrace(resumed_cont ? PTRACE_CONT :
 						PTRACE_SYSCALL, self->pid,
 						NULL, 0));
 			continue;
@@ -464,7 +466,7 @@ TEST_F(bts, stop_not_inside_syscall_stop)
 		ASSERT_EQ(SIGTRAP | 0x80, WSTOPSIG(status)) {
 			TH_LOG("status %#x", status);
 		}
-		ASSERT_FALSE(conted) {
+		ASSERT_FALSE(resumed_cont) {
 			TH_LOG("a syscall stop after PTRACE_CONT at an event stop");
 		}
 		in_syscall = at_syscall_entry(_metadata, self->pid);
@@ -472,7 +474,7 @@ TEST_F(bts, stop_not_inside_syscall_stop)
 		ASSERT_EQ(0, sys_ptrace(PTRACE_SYSCALL, self->pid, NULL, 0));
 	}
 	EXPECT_EQ(0, WEXITSTATUS(status));
-	EXPECT_LT(0, conts);
+	EXPECT_LT(0, cont_stops);
 	EXPECT_LT(0, syscall_stops);
 	self->pid = 0;
 }
