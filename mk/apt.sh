@@ -136,3 +136,31 @@ apt_download_dir() {
 	mkdir -p "$1"
 	[ "$(id -u)" -ne 0 ] || chown _apt:root "$1"
 }
+
+# apt_fetch_i386 <state> <work> <package...>: download the i386 packages
+# through the private state <state> (apt_private_init) into <work>/deb and
+# unpack them all into <work>/x. Nothing is installed. The caller owns
+# <work> and removes it.
+apt_fetch_i386() {
+	local state=$1 work=$2 deb
+	shift 2
+
+	apt_private_init "$state" deb i386
+	# apt's _apt sandbox must get through to the download folder.
+	chmod 755 "$work"
+	apt_download_dir "$work/deb"
+	(cd "$work/deb" && apt_retry "${*/%/:i386}" \
+		apt-get -c "$state/apt.conf" -q download "${@/%/:i386}")
+	for deb in "$work"/deb/*_i386.deb; do
+		dpkg-deb -x "$deb" "$work/x"
+	done
+}
+
+# apt_is_elf_i386 <file>: ELFCLASS32 (byte 4 = 1) and EM_386 (byte 18 = 3)?
+apt_is_elf_i386() {
+	local elf
+
+	elf=$(od -An -tx1 -j4 -N1 "$1" | tr -d ' ')
+	elf+=$(od -An -tx1 -j18 -N1 "$1" | tr -d ' ')
+	[ "$elf" = 0103 ]
+}

@@ -20,30 +20,18 @@ APT_WHO=libdw32
 
 state=${BUILD:-$top/build}/apt/libdw32
 echo "libdw32: fetching ${pkgs[*]} (i386) through a private apt state ($state)"
-apt_private_init "$state" deb i386
-
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# apt's _apt sandbox must get through to the download folder.
-chmod 755 "$tmp"
-apt_download_dir "$tmp/deb"
-(cd "$tmp/deb" && apt_retry "${pkgs[*]/%/:i386}" \
-	apt-get -c "$state/apt.conf" -q download "${pkgs[@]/%/:i386}")
-for deb in "$tmp"/deb/*_i386.deb; do
-	dpkg-deb -x "$deb" "$tmp/x"
-done
+apt_fetch_i386 "$state" "$tmp" "${pkgs[@]}"
 for a in libdw libelf libz liblzma libbz2; do
 	[ -f "$tmp/x/usr/lib/i386-linux-gnu/$a.a" ] ||
 		apt_die "no $a.a for i386 in ${pkgs[*]/%/:i386}"
 done
-# ELFCLASS32 (byte 4 = 1) and EM_386 (byte 18 = 3) in libdw.a's first
-# member, or the wrong packages.
-ar p "$tmp/x/usr/lib/i386-linux-gnu/libdw.a" "$(ar t "$tmp/x/usr/lib/i386-linux-gnu/libdw.a" | head -1)" \
-	>"$tmp/member.o"
-elf=$(od -An -tx1 -j4 -N1 "$tmp/member.o" | tr -d ' ')
-elf+=$(od -An -tx1 -j18 -N1 "$tmp/member.o" | tr -d ' ')
-[ "$elf" = 0103 ] ||
-	apt_die "libdw-dev:i386 holds no 32-bit i386 libdw.a (ELF class and machine: $elf)"
+# libdw.a's first member, or the wrong packages.
+ar p "$tmp/x/usr/lib/i386-linux-gnu/libdw.a" \
+	"$(ar t "$tmp/x/usr/lib/i386-linux-gnu/libdw.a" | head -1)" >"$tmp/member.o"
+apt_is_elf_i386 "$tmp/member.o" ||
+	apt_die "libdw-dev:i386 holds no 32-bit i386 libdw.a"
 rm -rf "$dir"
 mkdir -p "$lib"
 cp -a "$tmp/x/usr/include" "$dir/usr/"
