@@ -251,6 +251,10 @@ TAP_RE = re.compile(r"^(not ok|ok) \d+ (.*?)(?:\s+#\s*(SKIP|TIMEOUT|XFAIL|XPASS)
                     r"\b\s*(.*))?$")
 NESTED_RE = re.compile(r"^# (not ok|ok) \d+ (.*?)(?:\s+#\s*(SKIP|XFAIL|XPASS)"
                        r"\b\s*(.*))?$")
+# The harness's "# # file.c:123:case:Expected ..." lines of a failed case.
+CASE_RUN_RE = re.compile(r"^# #\s+RUN\s")
+CASE_MSG_RE = re.compile(r"^# # (\S+\.[ch]:\d+:.*)$")
+CASE_MSG_LINES = 3
 # vm/init: the kselftests that follow ran again with ds.force_emulation=1.
 PASS_RE = re.compile(r"^==== KSELFTEST PASS (\S+) ====$")
 
@@ -277,6 +281,7 @@ def parse_kselftest(path, tally, run):
         return
     nested = []
     prefix = ""
+    msgs = []
     with open(path, errors="replace") as f:
         lines = [line.rstrip("\r\n") for line in f]
     for line in lines:
@@ -287,9 +292,18 @@ def parse_kselftest(path, tally, run):
             prefix = m.group(1) + "/"
             nested = []
             continue
+        if CASE_RUN_RE.match(line):
+            msgs = []
+            continue
+        m = CASE_MSG_RE.match(line)
+        if m:
+            msgs.append(m.group(1))
+            continue
         m = NESTED_RE.match(line)
         if m:
-            nested.append(m)
+            # A failed case names what failed, so that a CI log is enough.
+            nested.append((m, " | ".join(msgs[:CASE_MSG_LINES])))
+            msgs = []
             continue
         m = TAP_RE.match(line)
         if not m or not m.group(2).startswith("selftests: "):
@@ -298,14 +312,14 @@ def parse_kselftest(path, tally, run):
         status = tap_status(m.group(1), m.group(3))
         reason = m.group(4) or ""
         run.kselftest[prog] = len(nested) or 1
-        for n in nested:
+        for n, msg in nested:
             st = tap_status(n.group(1), n.group(3))
             if st == "SKIP":
                 run.skipped.append("%s: %s" % (prog, n.group(2)))
             tally.add(st, "%s %s: %s" % (run.name, prog, n.group(2)),
-                      n.group(4) or "")
+                      n.group(4) or (msg if st == "FAIL" else ""))
         nested_failed = any(tap_status(n.group(1), n.group(3)) == "FAIL"
-                            for n in nested)
+                            for n, _ in nested)
         if not nested or (status == "FAIL" and not nested_failed):
             if status == "SKIP" and not nested:
                 run.skipped.append(prog)

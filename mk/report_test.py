@@ -17,6 +17,7 @@ runs must fail, with the reason named in the output:
   - a TAP stream whose plan does not count its results;
   - an XFAIL, which no manifest can see;
   - a failed KUnit case, named with its first expectation (where, what);
+  - a failed kselftest case, named with its harness's first messages;
   - a kernel splat in the middle of a line of test output;
   - a first-pass program whose cases would count for the second pass;
   - ONLY= naming a program that is in no manifest;
@@ -239,6 +240,20 @@ def main():
     expect("kunit_fails", kunit_fails, True,
            "kunit hw.records_user_only EXPECTATION FAILED at ds_kunit.c:12 | "
            "Expected count == 0, but | count == 3 (0x3)")
+
+    def selftest_fails(case):
+        write(os.path.join(case.dir, "results.log"), KSELFTEST.replace(
+            "# ok 2 bts.two",
+            "# #  RUN           bts.two ...\n"
+            "# # prog.c:200:two:Expected 3 (3) <= n (2)\n"
+            "# # prog.c:201:two:next 7\n"
+            "# #            FAIL  bts.two\n"
+            "# not ok 2 bts.two", 1).replace(
+            "ok 1 selftests: x86: prog_64", "not ok 1 selftests: x86: prog_64", 1))
+
+    expect("selftest_fails", selftest_fails, True,
+           "x86:prog_64: bts.two prog.c:200:two:Expected 3 (3) <= n (2) | "
+           "prog.c:201:two:next 7")
     expect("xfail", xfail, True, "bts.two")
     expect("splat_mid_line", splat_mid_line, True, "splat # [OK] fineBUG: sleeping")
     expect("emu_pass_lost", emu_pass_lost, True, "kselftest x86:prog_64 missing")
