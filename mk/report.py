@@ -251,9 +251,10 @@ TAP_RE = re.compile(r"^(not ok|ok) \d+ (.*?)(?:\s+#\s*(SKIP|TIMEOUT|XFAIL|XPASS)
                     r"\b\s*(.*))?$")
 NESTED_RE = re.compile(r"^# (not ok|ok) \d+ (.*?)(?:\s+#\s*(SKIP|XFAIL|XPASS)"
                        r"\b\s*(.*))?$")
-# The harness's "# # file.c:123:case:Expected ..." lines of a failed case.
+# What the harness printed for a case: "# # file.c:123:case:Expected ...",
+# "# # case: Test terminated by timeout", but not its RUN/OK/FAIL lines.
 CASE_RUN_RE = re.compile(r"^# #\s+RUN\s")
-CASE_MSG_RE = re.compile(r"^# # (\S+\.[ch]:\d+:.*)$")
+CASE_MSG_RE = re.compile(r"^# # (?!\s*(?:OK|FAIL|SKIP|XFAIL|XPASS)\s)(\S.*)$")
 CASE_MSG_LINES = 3
 # vm/init: the kselftests that follow ran again with ds.force_emulation=1.
 PASS_RE = re.compile(r"^==== KSELFTEST PASS (\S+) ====$")

@@ -247,13 +247,14 @@ def main():
             "# #  RUN           bts.two ...\n"
             "# # prog.c:200:two:Expected 3 (3) <= n (2)\n"
             "# # prog.c:201:two:next 7\n"
+            "# # two: Test terminated by timeout\n"
             "# #            FAIL  bts.two\n"
             "# not ok 2 bts.two", 1).replace(
             "ok 1 selftests: x86: prog_64", "not ok 1 selftests: x86: prog_64", 1))
 
     expect("selftest_fails", selftest_fails, True,
            "x86:prog_64: bts.two prog.c:200:two:Expected 3 (3) <= n (2) | "
-           "prog.c:201:two:next 7")
+           "prog.c:201:two:next 7 | two: Test terminated by timeout")
     expect("xfail", xfail, True, "bts.two")
     expect("splat_mid_line", splat_mid_line, True, "splat # [OK] fineBUG: sleeping")
     expect("emu_pass_lost", emu_pass_lost, True, "kselftest x86:prog_64 missing")

@@ -169,6 +169,7 @@ TEST_F(bts, read_after_group_exit)
 	struct bts_struct rec[64];
 	struct ptrace_bts_config cfg;
 	struct ptrace_bts_read rd;
+	bool clone_seen = false;
 	pid_t t, tid = 0;
 	siginfo_t si;
 	int status;
@@ -176,17 +177,26 @@ TEST_F(bts, read_after_group_exit)
 	self->pid = spawn(_metadata, group_exit_routine, 0,
 			  PTRACE_O_TRACECLONE);
 	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, self->pid, NULL, 0));
-	/* The clone event, the thread's SIGSTOP, its breakpoint at many_s. */
-	for (;;) {
+	/*
+	 * The leader's clone event, the thread's SIGSTOP and its breakpoint
+	 * at many_s, in whatever order: the new thread runs before its
+	 * creator reports the clone, and a leader left in that stop would
+	 * never end the group.
+	 */
+	while (!clone_seen || !tid) {
 		t = wait_any(_metadata, &status);
 		ASSERT_TRUE(WIFSTOPPED(status));
-		if (t != self->pid && WSTOPSIG(status) == SIGTRAP &&
-		    get_ip(_metadata, t) == (unsigned long)many_s) {
+		if (t == self->pid) {
+			ASSERT_EQ(SIGTRAP | (PTRACE_EVENT_CLONE << 8),
+				  status >> 8);
+			clone_seen = true;
+		} else if (WSTOPSIG(status) == SIGTRAP) {
 			tid = t;
-			break;
+			continue;
 		}
 		ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, t, NULL, 0));
 	}
+	ASSERT_EQ((unsigned long)many_s, get_ip(_metadata, tid));
 	ASSERT_EQ(0, bts_config(_metadata, tid, 64 * BTS_REC, BTS_TRACE_ALLOC,
 				0));
 	cont_to(_metadata, tid, 0, many_e);
