@@ -61,7 +61,7 @@ SELFTEST_TARGETS := x86 ptrace
 export BUILD
 
 .PHONY: help deps apt-check report-test base tree refresh patches-check series-roundtrip series check bisect-check config kernel \
-	run-kernel i386-kernel nods-kernel stress-kernel bench headers selftests tools initramfs qemu qemu-test test soak test-checks run-initramfs run shell clean distclean
+	run-kernel i386-kernel nods-kernel stress-kernel bench headers selftests tools initramfs qemu qemu-test gdb test soak test-checks run-initramfs run shell clean distclean
 
 help:
 	@echo "make run            boot the VM and show the demo"
@@ -83,6 +83,7 @@ help:
 	@echo "                    W=1) and boots clean at group ends (FROM=N, TO=N)"
 	@echo "make qemu           build the BTS machine model (patched QEMU, cached)"
 	@echo "make qemu-test      the model's own test"
+	@echo "make gdb            build gdb with PTRACE_BTS (vm/gdb/, cached)"
 	@echo "make deps           install the host packages (apt)"
 	@echo "make report-test    make test's verdict catches runs broken on purpose"
 	@echo "make apt-check      the package set-up survives a broken apt source"
@@ -212,6 +213,12 @@ BTS_TEST_TOOLS := $(BUILD)/bts/btrace $(BUILD)/bts/bts-demo \
 BTS_LIBS := /lib64/ld-linux-x86-64.so.2 /lib/x86_64-linux-gnu/libc.so.6 \
 	/lib/ld-linux.so.2 /usr/lib32/libc.so.6
 
+# gdb with PTRACE_BTS (vm/gdb/), which a run boots with when its manifest
+# lists a gdb: program, and the programs its sessions debug (static, -O0,
+# not position independent: the same code on every path).
+GDB_ROOT := $(BUILD)/gdb/vmroot
+GDB_TESTS := btrace-demo btrace-threads btrace-crash btrace-forkexec
+
 # btrace_32's file:line: Debian's i386 libdw and what it needs, static
 # archives fetched by mk/libdw32.sh (btrace links the host's libdw-dev).
 LIBDW32 := $(BUILD)/libdw32
@@ -229,6 +236,14 @@ tools: headers
 		-o $(BUILD)/bts/kexec-ds $(TOP)/vm/kexec-ds.c
 	@gcc -static -O2 -Wall -Werror -o $(BUILD)/bts/ds-sample-work \
 		$(TOP)/vm/ds-sample-work.c
+	@mkdir -p $(KSFT)/gdb
+	@for t in $(GDB_TESTS); do \
+		gcc -static -O0 -g -fno-pie -no-pie -pthread -Wall -Werror \
+			-o $(KSFT)/gdb/$$t $(TOP)/vm/gdb/test/$$t.c || exit 1; \
+		cp $(TOP)/vm/gdb/test/$$t.c $(KSFT)/gdb/; \
+	done
+	@install -m 755 $(TOP)/vm/gdb/test/gdb_btrace.sh $(TOP)/vm/gdb/test/gdb_btrace_perf.sh \
+		$(KSFT)/gdb/
 
 initramfs: selftests tools
 	@cp $(TOP)/vm/demo.sh $(BUILD)/bts/demo
@@ -243,6 +258,10 @@ SHELL := /bin/bash
 
 qemu: $(if $(TREE_DONE),,deps)
 	@$(TOP)/mk/qemu.sh
+
+# gdb with PTRACE_BTS: Debian's gdb with vm/gdb/patches (cached).
+gdb: $(if $(TREE_DONE),,deps)
+	@$(TOP)/mk/gdb.sh
 
 # The model's own test: known code sequences give exactly the expected records.
 qemu-test: qemu
@@ -289,6 +308,7 @@ run-initramfs:
 	@echo "$(RUN_PROGS)" | tr , '\n' >$(BUILD)/initramfs/$(RUN).list
 	@PROGS=$(RUN_PROGS) LIST=$(BUILD)/initramfs/$(RUN).list \
 		$(if $(findstring bts:,$(RUN_PROGS)),LIBS="$(BTS_LIBS)") \
+		$(if $(findstring gdb:,$(RUN_PROGS)),ROOTS="$(GDB_ROOT)") \
 		$(if $(filter i386,$(RUN)),BUSYBOX=$(BUILD)/busybox32/busybox) \
 		$(if $(filter kexec,$(RUN)),KEXEC_KERNEL=$(OBJ)/arch/x86/boot/bzImage) \
 		$(if $(SAMPLE),KMODULES=$(SAMPLE_KO)) \

@@ -9,7 +9,9 @@
 # /boot, with an initramfs of busybox and vm/init alone to kexec it with;
 # KMODULES (.ko files, space-separated) go to /lib/modules; LIBS (files,
 # space-separated) go to the same path in the initramfs, symbolic links
-# resolved: the C libraries of the dynamically linked test programs.
+# resolved: the C libraries of the dynamically linked test programs;
+# ROOTS (directories, space-separated) are copied in whole, as trees rooted
+# at / (gdb's, mk/gdb.sh).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$1 ksft=$2
@@ -73,6 +75,9 @@ done
 for lib in ${LIBS:-}; do
 	mkdir -p "$root${lib%/*}"
 	cp -L "$lib" "$root$lib"
+done
+for tree in ${ROOTS:-}; do
+	cp -a "$tree/." "$root/"
 done
 
 if [ -n "${KEXEC_KERNEL:-}" ]; then

@@ -236,6 +236,13 @@ def make_jobs(runs, only):
                 ["tree"], prio=5, phase="QEMU source, packages"))
         add(Job("qemu", MAKE + ["qemu"], ["qemu-fetch", "deps"], "build",
                 10 + order.index("qemu"), phase="QEMU model build"))
+    if any(p.startswith("gdb:") for r in runs if r in progs for p in progs[r]):
+        # The package download and the build's packages first, beside
+        # the kernel build, as for QEMU.
+        add(Job("gdb-fetch", ["env", "GDB_PREPARE_ONLY=1", os.path.join(TOP, "mk", "gdb.sh")],
+                ["tree"], prio=5, phase="gdb source, packages"))
+        add(Job("gdb", MAKE + ["gdb"], ["gdb-fetch", "deps"], "build",
+                10 + len(order), phase="gdb build"))
     if "i386" in runs:
         add(Job("busybox32", [os.path.join(TOP, "mk", "busybox32.sh"),
                               os.path.join(BUILD, "busybox32")], ["deps"], prio=5))
@@ -246,6 +253,7 @@ def make_jobs(runs, only):
             continue
         sample = SAMPLE in append.split()
         needs = ["selftests"] + (["busybox32"] if name == "i386" else []) + \
+            (["gdb"] if any(p.startswith("gdb:") for p in progs[name]) else []) + \
             (["kernel"] if name == "kexec" or sample else [])
         add(Job("initramfs-" + name, MAKE + ["run-initramfs", "RUN=" + name,
                                              "RUN_PROGS=" + ",".join(

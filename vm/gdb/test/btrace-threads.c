@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Two threads, each with a breakpoint of its own in a routine only it
+ * runs: their recordings are the threads' own.
+ */
+#include <pthread.h>
+
+static volatile int sink;
+
+static int twice(int x)
+{
+	return 2 * x;
+}
+
+static int thrice(int x)
+{
+	return 3 * x;
+}
+
+void thread_a_bp(void)
+{
+}
+
+void thread_b_bp(void)
+{
+}
+
+static void *thread_a(void *arg)
+{
+	sink = twice(1);
+	thread_a_bp();
+	return arg;
+}
+
+static void *thread_b(void *arg)
+{
+	sink = thrice(thrice(1));
+	thread_b_bp();
+	return arg;
+}
+
+int main(void)
+{
+	pthread_t a, b;
+
+	if (pthread_create(&a, NULL, thread_a, NULL) ||
+	    pthread_join(a, NULL))
+		return 1;
+	if (pthread_create(&b, NULL, thread_b, NULL) ||
+	    pthread_join(b, NULL))
+		return 1;
+	return 0;
+}
