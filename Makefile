@@ -244,6 +244,10 @@ tools: headers
 	done
 	@install -m 755 $(TOP)/vm/gdb/test/gdb_btrace.sh $(TOP)/vm/gdb/test/gdb_btrace_perf.sh \
 		$(KSFT)/gdb/
+	@for f in gdb_btrace.sh gdb_btrace_perf.sh; do \
+		{ [ $$f = gdb_btrace.sh ] || echo gdb_btrace.sh; \
+		  for t in $(GDB_TESTS); do echo $$t; echo $$t.c; done; } >$(KSFT)/gdb/$$f.files; \
+	done
 
 initramfs: selftests tools
 	@cp $(TOP)/vm/demo.sh $(BUILD)/bts/demo

@@ -8,14 +8,15 @@
 #  1. mk/deps.sh resolves every package it installs (simulated, in a private
 #     state that mirrors the host's: nothing is installed or marked);
 #  2. mk/busybox32.sh fetches busybox-static:i386 into a scratch build folder;
-#  3. mk/qemu.sh fetches the pinned QEMU source package there;
+#  3. mk/qemu.sh and mk/gdb.sh fetch the pinned QEMU and gdb source packages
+#     there;
 #  4. a package that does not exist fails, named in the error;
 # and afterwards /etc/apt and dpkg's foreign architectures are unchanged.
 # Each step must also show the broken source's failure, or the check proves
 # nothing.  Every apt call works in a private state under a scratch folder:
 # the check needs no root and changes nothing of the host's apt state.  It
-# needs the network the host's apt sources need, and downloads about 60 MB
-# (indexes, busybox, the QEMU source).
+# needs the network the host's apt sources need, and downloads about 85 MB
+# (indexes, busybox, the QEMU and gdb sources).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -110,6 +111,18 @@ if run "$tmp/qemu.log" env QEMU_FETCH_ONLY=1 "$top/mk/qemu.sh" &&
 	fi
 else
 	bad "qemu source fetch failed:"; cat "$tmp/qemu.log"
+fi
+
+# --- 3b. the gdb source package -------------------------------------------------------
+if run "$tmp/gdb.log" env GDB_FETCH_ONLY=1 "$top/mk/gdb.sh" &&
+	ls "$BUILD"/gdb-src/gdb_*.dsc >/dev/null 2>&1; then
+	if saw_broken "$tmp/gdb.log"; then
+		ok "gdb: $(basename "$BUILD"/gdb-src/gdb_*.dsc) fetched although apt-get update failed"
+	else
+		bad "gdb: the broken source did not take part"; cat "$tmp/gdb.log"
+	fi
+else
+	bad "gdb source fetch failed:"; cat "$tmp/gdb.log"
 fi
 
 # --- 4. a missing package is the error, and named -----------------------------------

@@ -56,6 +56,14 @@ if [ -n "${PROGS:-}" ]; then
 		[ "$prog" = "${prog%_64}" ] || [ ! -e "$twin" ] ||
 			cp -a "$twin" "$root/kselftest/$col/"
 		[ ! -e "$ksft/$col/settings" ] || cp -a "$ksft/$col/settings" "$root/kselftest/$col/"
+		# What the program needs beside it, as kselftest's TEST_FILES:
+		# <program>.files names them (the gdb collection's programs).
+		files=$ksft/$col/${prog#*:}.files
+		if [ -e "$files" ]; then
+			while read -r f; do
+				cp -a "$ksft/$col/$f" "$root/kselftest/$col/"
+			done <"$files"
+		fi
 	done
 	# The runner's list is PROGS itself: it may name tests that their
 	# collection leaves out of its default list (TEST_GEN_PROGS_EXTENDED,
