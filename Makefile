@@ -61,7 +61,7 @@ SELFTEST_TARGETS := x86 ptrace
 export BUILD
 
 .PHONY: help deps apt-check report-test base tree refresh patches-check series-roundtrip series check bisect-check config kernel \
-	run-kernel i386-kernel nods-kernel stress-kernel bench headers selftests tools initramfs qemu qemu-test gdb test soak test-checks run-initramfs run shell clean distclean
+	run-kernel i386-kernel nods-kernel stress-kernel bench headers selftests tools initramfs qemu qemu-test gdb gdb-check test soak test-checks run-initramfs run shell clean distclean
 
 help:
 	@echo "make run            boot the VM and show the demo"
@@ -84,6 +84,8 @@ help:
 	@echo "make qemu           build the BTS machine model (patched QEMU, cached)"
 	@echo "make qemu-test      the model's own test"
 	@echo "make gdb            build gdb with PTRACE_BTS (vm/gdb/, cached)"
+	@echo "make gdb-check      gdb's gdb.btrace tests over PTRACE_BTS in the VM"
+	@echo "                    (MACHINES=tcg or bts: one machine)"
 	@echo "make deps           install the host packages (apt)"
 	@echo "make report-test    make test's verdict catches runs broken on purpose"
 	@echo "make apt-check      the package set-up survives a broken apt source"
@@ -266,6 +268,12 @@ qemu: $(if $(TREE_DONE),,deps)
 # gdb with PTRACE_BTS: Debian's gdb with vm/gdb/patches (cached).
 gdb: $(if $(TREE_DONE),,deps)
 	@$(TOP)/mk/gdb.sh
+
+# gdb's own gdb.btrace tests against PTRACE_BTS, in the VM with a Debian
+# userspace: stock QEMU (emulated) and the model (hardware). MACHINES=tcg
+# runs one.
+gdb-check: kernel gdb qemu
+	@$(TOP)/mk/gdb-check.sh $(OBJ)/arch/x86/boot/bzImage $(or $(MACHINES),tcg bts)
 
 # The model's own test: known code sequences give exactly the expected records.
 qemu-test: qemu
