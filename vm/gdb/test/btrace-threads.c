@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Two threads, each with a breakpoint of its own in a routine only it
- * runs: their recordings are the threads' own.
+ * Two threads that run at once, each with a breakpoint of its own in a
+ * routine only it runs: their recordings are the threads' own.
  */
 #include <pthread.h>
 
@@ -44,10 +44,9 @@ int main(void)
 	pthread_t a, b;
 
 	if (pthread_create(&a, NULL, thread_a, NULL) ||
-	    pthread_join(a, NULL))
+	    pthread_create(&b, NULL, thread_b, NULL))
 		return 1;
-	if (pthread_create(&b, NULL, thread_b, NULL) ||
-	    pthread_join(b, NULL))
+	if (pthread_join(a, NULL) || pthread_join(b, NULL))
 		return 1;
 	return 0;
 }
