@@ -61,7 +61,7 @@ SELFTEST_TARGETS := x86 ptrace
 export BUILD
 
 .PHONY: help deps apt-check report-test base tree refresh patches-check series-roundtrip series check bisect-check config kernel \
-	run-kernel i386-kernel nods-kernel stress-kernel bench headers selftests tools initramfs qemu qemu-test gdb gdb-check test soak test-checks run-initramfs run shell clean distclean
+	run-kernel i386-kernel nods-kernel stress-kernel bench headers selftests tools initramfs qemu qemu-test gdb gdb-check gdb-check-test test soak test-checks run-initramfs run shell clean distclean
 
 help:
 	@echo "make run            boot the VM and show the demo"
@@ -274,6 +274,19 @@ gdb: $(if $(TREE_DONE),,deps)
 # runs one.
 gdb-check: kernel gdb qemu
 	@$(TOP)/mk/gdb-check.sh $(OBJ)/arch/x86/boot/bzImage $(or $(MACHINES),tcg bts)
+
+# make test's share of it (run 'gdbcheck'): eleven of the tests on stock
+# QEMU, the emulated backend, as TAP for mk/report.py.
+GDB_CHECK_SUBSET := gdb.btrace/record_goto.exp gdb.btrace/function_call_history.exp \
+	gdb.btrace/instruction_history.exp gdb.btrace/delta.exp gdb.btrace/stepi.exp \
+	gdb.btrace/step.exp gdb.btrace/segv.exp gdb.btrace/multi-thread-step.exp \
+	gdb.btrace/non-stop.exp gdb.btrace/tailcall.exp gdb.python/py-record-btrace.exp
+gdb-check-test:
+	@rm -rf $(LOGS)/gdbcheck && mkdir -p $(LOGS)/gdbcheck
+	@GDB_CHECK_OUT=$(BUILD)/gdb-check-test GDB_CHECK_TAP=$(LOGS)/gdbcheck/tap.log \
+		GDB_CHECK_TESTS="$(GDB_CHECK_SUBSET)" GDB_CHECK_APPEND="pti=on" \
+		$(TOP)/mk/gdb-check.sh $(OBJ)/arch/x86/boot/bzImage tcg \
+		>$(LOGS)/gdbcheck/gdb-check.log 2>&1 || true
 
 # The model's own test: known code sequences give exactly the expected records.
 qemu-test: qemu

@@ -6,6 +6,10 @@
 #                                           max: the emulated backend) or bts
 #                                           (the model: the hardware backend)
 #
+# GDB_CHECK_TAP=<file> also writes the results of the (one) machine as TAP
+# for make test: each gdb.sum result a case (PASS ok, any other not ok),
+# then that gdb recorded through PTRACE_BTS, and that the kernel printed no
+# warning, oops or lockdep report.
 # GDB_CHECK_TESTS (runtest's test names, such as gdb.btrace/segv.exp) runs
 # those only; GDB_CHECK_EXTRA, a shell command, runs in the guest after
 # them (its output is on the console); GDB_CHECK_APPEND adds to the kernel
@@ -25,7 +29,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$top/build}
 kernel=$1
 shift
-out=$build/gdb-check
+out=${GDB_CHECK_OUT:-$build/gdb-check}
 state=$build/apt/gdb-check
 root=$out/root
 src=$build/gdb-src/tree
@@ -45,7 +49,7 @@ packages=(bash coreutils dash sed grep gawk findutils diffutils util-linux
 	libexpat1 libgmp10 libpython3.11 libtinfo6 zlib1g libstdc++6
 	python3.11-minimal libpython3.11-stdlib)
 
-stamp=$(printf '%s\n' "${packages[@]}" | sha256sum | cut -d' ' -f1)
+stamp=$({ printf '%s\n' "${packages[@]}"; echo pruned; } | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$out/userspace.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -d "$out/userspace" ]; then
 	log "downloading the userspace through a private apt state ($state)"
 	rm -rf "$out/userspace" "$out/debs"
@@ -71,6 +75,9 @@ if [ "$(cat "$out/userspace.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -d "$out/u
 	ln -sf gcc "$out/userspace/usr/bin/cc"
 	ln -sf tclsh8.6 "$out/userspace/usr/bin/tclsh"
 	rm -rf "$out/debs"
+	# Every boot unpacks the root under TCG: no documentation, man pages,
+	# translations, time zones or Perl modules (nothing the tests run).
+	rm -rf "$out"/userspace/usr/share/{doc,man,info,locale,zoneinfo,perl,bash-completion}
 	echo "$stamp" >"$out/userspace.stamp"
 fi
 
@@ -83,8 +90,13 @@ cp -a "$build/gdb/root/usr/." "$root/usr/"
 cp /bin/busybox "$root/usr/bin/busybox"
 # The testsuite at its build paths: site.exp names them.
 mkdir -p "$root$src/gdb/testsuite" "$root$obj/gdb"
-# The whole testsuite: tests use files of other directories (gdb.xml).
-cp -a "$src/gdb/testsuite/." "$root$src/gdb/testsuite/"
+# The testsuite's library and the tests, and what they take from other
+# directories (gdb.xml's target descriptions).
+for d in lib config boards gdb.btrace gdb.xml; do
+	cp -a "$src/gdb/testsuite/$d" "$root$src/gdb/testsuite/"
+done
+mkdir -p "$root$src/gdb/testsuite/gdb.python"
+cp -a "$src/gdb/testsuite/gdb.python/"py-record-btrace* "$root$src/gdb/testsuite/gdb.python/"
 mkdir -p "$root$obj/gdb/testsuite"
 make -s -C "$obj/gdb/testsuite" site.exp >/dev/null
 cp "$obj/gdb/testsuite/site.exp" "$obj/gdb/testsuite/Makefile" "$root$obj/gdb/testsuite/"
@@ -125,6 +137,33 @@ mkdir -p "$root"/{proc,sys,dev,tmp}
 log "packing the initramfs ($(du -sh "$root" | cut -f1))"
 (cd "$root" && find . | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0) | gzip -1 >"$out/root.cpio.gz"
 
+# write_tap <machine's dir>: gdb.sum's results, the source, a clean console.
+write_tap() {
+	local dir=$1 n=0 splat
+
+	{
+		grep -E '^(PASS|FAIL|XPASS|KPASS|XFAIL|KFAIL|UNRESOLVED|UNSUPPORTED|UNTESTED|ERROR): ' \
+			"$dir/gdb.sum" | while IFS= read -r line; do
+			case $line in
+			PASS:*) echo "ok - $line" ;;
+			*) echo "not ok - $line" ;;
+			esac
+		done
+		if grep -q '^gdb-check: Source: ptrace,' "$dir/console.log"; then
+			echo "ok - gdb recorded through PTRACE_BTS"
+		else
+			echo "not ok - gdb recorded through PTRACE_BTS"
+		fi
+		splat=$(grep -m1 -E 'WARNING:|BUG:|Oops|general protection|Call Trace:|possible circular locking|KASAN:' \
+			"$dir/console.log" || true)
+		if [ -z "$splat" ]; then
+			echo "ok - the kernel log is clean"
+		else
+			echo "not ok - the kernel log is clean # $splat"
+		fi
+	} | awk '{ sub(/^(not )?ok/, "& " NR); print } END { print "1.." NR }'
+}
+
 # --- the runs -----------------------------------------------------------------------
 status=0
 for machine in "$@"; do
@@ -137,7 +176,7 @@ for machine in "$@"; do
 	mkdir -p "$out/$machine"
 	log "$machine: booting (TCG; the log is $out/$machine/console.log)"
 	t0=$(date +%s)
-	timeout --foreground -k 10 "${GDB_CHECK_TIMEOUT:-5400}" "$qemu" -accel tcg -cpu "$cpu" \
+	timeout --foreground -k 10 "${GDB_CHECK_TIMEOUT:-${VM_TIMEOUT:-5400}}" "$qemu" -accel tcg -cpu "$cpu" \
 		-smp 2 -m ${GDB_CHECK_MEM:-3072} -no-reboot -display none -nic none -monitor none \
 		-kernel "$kernel" -initrd "$out/root.cpio.gz" \
 		-append "console=ttyS0 panic=-1 clearcpuid=smap nowatchdog rdinit=/init kunit.enable=0 ${GDB_CHECK_APPEND:-}" \
@@ -153,6 +192,7 @@ for machine in "$@"; do
 		status=1
 		continue
 	fi
+	[ -z "${GDB_CHECK_TAP:-}" ] || write_tap "$out/$machine" >"$GDB_CHECK_TAP"
 	grep '^# of ' "$out/$machine/gdb.sum" | sed "s/^/gdb-check: $machine: /"
 	grep -E '^(FAIL|UNRESOLVED|ERROR|UNSUPPORTED|KFAIL|XFAIL):' "$out/$machine/gdb.sum" |
 		sed "s/^/gdb-check: $machine:   /" || true

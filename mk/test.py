@@ -136,7 +136,7 @@ RUNS = [
     ("stress", "stress-kernel", None, EMU, {}),
     ("stress-bts", "stress-kernel", BTS_CPU, HW, {}),
 ]
-RUN_NAMES = [r[0] for r in RUNS] + ["model"]
+RUN_NAMES = [r[0] for r in RUNS] + ["model", "gdbcheck"]
 
 
 class Job:
@@ -214,7 +214,7 @@ def make_jobs(runs, only):
             progs[name] = manifest_list(name, only)
             emu[name] = manifest_list(name, only, emu=True)
     # With ONLY=, a run whose manifest has none of them does not boot.
-    runs = [r for r in runs if r == "model" or progs[r] or only is None]
+    runs = [r for r in runs if r in ("model", "gdbcheck") or progs[r] or only is None]
     wanted = set()
     for name, kernel, cpu, _, _ in RUNS:
         if name in runs:
@@ -223,6 +223,8 @@ def make_jobs(runs, only):
                 wanted.add("qemu")
     if "model" in runs:
         wanted.add("qemu")
+    if "gdbcheck" in runs:
+        wanted.add("kernel")
     for kernel in KERNELS:
         if kernel in wanted:
             add(Job(kernel, MAKE + [kernel], ["tree"], "build", 10 + order.index(kernel),
@@ -236,7 +238,8 @@ def make_jobs(runs, only):
                 ["tree"], prio=5, phase="QEMU source, packages"))
         add(Job("qemu", MAKE + ["qemu"], ["qemu-fetch", "deps"], "build",
                 10 + order.index("qemu"), phase="QEMU model build"))
-    if any(p.startswith("gdb:") for r in runs if r in progs for p in progs[r]):
+    if "gdbcheck" in runs or \
+            any(p.startswith("gdb:") for r in runs if r in progs for p in progs[r]):
         # The package download and the build's packages first, beside
         # the kernel build, as for QEMU.
         add(Job("gdb-fetch", ["env", "GDB_PREPARE_ONLY=1", os.path.join(TOP, "mk", "gdb.sh")],
@@ -286,6 +289,12 @@ def make_jobs(runs, only):
         job = add(Job("run-model", MAKE + ["qemu-test"], ["qemu"], "vm",
                       100 + timed.index("model"), phase="run model"))
         job.run = "model"
+    if "gdbcheck" in runs:
+        # gdb's own gdb.btrace tests (a subset) in a Debian userspace, on
+        # a kernel that ran no KUnit at boot (mk/gdb-check.sh).
+        job = add(Job("run-gdbcheck", MAKE + ["gdb-check-test"], ["kernel", "gdb"], "vm",
+                      100 + timed.index("gdbcheck"), phase="run gdbcheck"))
+        job.run = "gdbcheck"
     return jobs
 
 
