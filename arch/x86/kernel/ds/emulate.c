@@ -19,9 +19,10 @@
  * With DR_STEP set, the instruction at the noted IP has completed and the
  * saved IP is where it went: the instruction is decoded (in the mode it ran
  * in) and, if it was a taken branch, {from, to} goes into the trace buffer.
- * A step the forced TF caused is consumed (DR_STEP is cleared) so it never
- * becomes a SIGTRAP; other #DB causes (hardware breakpoints, the user's or the
- * debugger's own TF, icebp, bus locks) keep their meaning. Any other kernel
+ * A step the forced TF caused is consumed (DR_STEP is cleared, with the
+ * DR6 breakpoint bits no breakpoint claimed) so it never becomes a SIGTRAP;
+ * other #DB causes (hardware breakpoints, the user's or the debugger's own
+ * TF, icebp, bus locks) keep their meaning. Any other kernel
  * entry (interrupt, exception, syscall) leaves no record: the next return
  * notes a new IP. That matches the hardware backend, whose records with a
  * kernel end point are filtered out.
@@ -678,6 +679,24 @@ VISIBLE_IF_KUNIT enum ds_emu_outcome ds_emu_step(struct ds_emu_task *st,
 }
 
 /*
+ * A single-step trap that is no news for anyone: no signal, no DR6 bit for
+ * the debugger. The breakpoint bits the hw_breakpoint handler left in @dr6
+ * go with it: it moved every hit of a breakpoint it holds to the virtual
+ * DR6 (or to perf), and the bits it left are instruction breakpoints at the
+ * IP the step went to, whose fault comes when that instruction starts, or
+ * slots no breakpoint holds. A CPU may set those for a disabled slot
+ * whose address matches (the SDM says to look only at enabled ones; QEMU's
+ * TCG does, with DR0-DR3 at their reset value 0, at a call through a NULL
+ * pointer). Without the step, that handler would have swallowed such a
+ * #DB: no step, no SIGTRAP either.
+ */
+static void ds_emu_consume_step(unsigned long *dr6, unsigned long *virtual_dr6)
+{
+	*dr6 &= ~(DR_STEP | DR_TRAP_BITS);
+	*virtual_dr6 &= ~DR_STEP;
+}
+
+/*
  * The debugger's own single-step trap while the emulation holds its block
  * step: with BTF the CPU would not have trapped after an instruction that
  * was no taken branch, so that step is no news for the debugger (and no
@@ -688,10 +707,8 @@ VISIBLE_IF_KUNIT void ds_emu_block_trap(struct ds_emu_task *st,
 					enum ds_emu_outcome outcome, unsigned long *dr6,
 					unsigned long *virtual_dr6)
 {
-	if (outcome == DS_EMU_NOT_TAKEN) {
-		*dr6 &= ~DR_STEP;
-		*virtual_dr6 &= ~DR_STEP;
-	}
+	if (outcome == DS_EMU_NOT_TAKEN)
+		ds_emu_consume_step(dr6, virtual_dr6);
 	if ((*dr6 | *virtual_dr6) & (DR_STEP | DR_TRAP_BITS | DR_BUS_LOCK))
 		st->blockstep = false;
 }
@@ -725,8 +742,7 @@ void ds_emu_debug(struct pt_regs *regs, unsigned long *dr6,
 		ds_emu_predecode(st, regs);
 	if (forced) {
 		/* Our own trap: neither a signal nor a DR6 bit for the debugger. */
-		*dr6 &= ~DR_STEP;
-		current->thread.virtual_dr6 &= ~DR_STEP;
+		ds_emu_consume_step(dr6, &current->thread.virtual_dr6);
 		return;
 	}
 	if (st->blockstep)

@@ -217,6 +217,89 @@ TEST_F(bts, icebp_sigtrap)
 	check_trace(_metadata, self->pid, exp, ARRAY_SIZE(exp));
 }
 
+/* ---- A call through a NULL pointer ---- */
+
+/*
+ * Stay on this CPU, so that what the tracer loads into its debug registers
+ * at the first stop is still there after the second; then call NULL.
+ */
+static void null_call_routine(unsigned long unused)
+{
+	void (*null_fn)(void) = NULL;
+	cpu_set_t cpus;
+	int cpu = sched_getcpu();
+
+	CPU_ZERO(&cpus);
+	if (cpu >= 0) {
+		CPU_SET(cpu, &cpus);
+		sched_setaffinity(0, sizeof(cpus), &cpus);
+	}
+	raise(SIGSTOP);
+	raise(SIGSTOP);
+	/* a call the compiler cannot see is through NULL */
+	asm ("" : "+r" (null_fn));
+	null_fn();
+}
+
+#define DR_OFF(n)	((void *)offsetof(struct user, u_debugreg[n]))
+
+/*
+ * Run null_call_routine in @pid, stopped in spawn(), to its fault and
+ * return the signal of that stop. DR0-DR3 are left holding address 0 but
+ * disabled, as the CPU has them from reset (a CPU may then set their DR6
+ * bits at IP 0: QEMU's TCG does); the breakpoints that load them are never
+ * hit.
+ */
+static int run_null_call(struct __test_metadata *_metadata, pid_t pid,
+			 bool traced)
+{
+	int status, i;
+
+	cont_to_signal(_metadata, pid, 0, SIGSTOP);
+	for (i = 0; i < 4; i++)
+		ASSERT_EQ(0, sys_ptrace(PTRACE_POKEUSR, pid, DR_OFF(i), 0));
+	/* L0-L3, instruction breakpoints */
+	ASSERT_EQ(0, sys_ptrace(PTRACE_POKEUSR, pid, DR_OFF(7), 0x55));
+	cont_to_signal(_metadata, pid, 0, SIGSTOP);
+	ASSERT_EQ(0, sys_ptrace(PTRACE_POKEUSR, pid, DR_OFF(7), 0));
+	if (traced)
+		ASSERT_EQ(0, bts_config(_metadata, pid, 64 * BTS_REC,
+					BTS_TRACE_ALLOC, 0));
+	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, pid, NULL, 0));
+	ASSERT_EQ(pid, waitpid(pid, &status, __WALL));
+	ASSERT_TRUE(WIFSTOPPED(status)) {
+		TH_LOG("status %#x", status);
+	}
+	EXPECT_EQ(0, get_ip(_metadata, pid));
+	return WSTOPSIG(status);
+}
+
+/*
+ * A call through a NULL pointer gets SIGSEGV at IP 0, traced as untraced:
+ * the forced step after the call is no SIGTRAP, whatever DR6 shows with it.
+ * The call is the newest record.
+ */
+TEST_F(bts, null_call_sigsegv)
+{
+	struct bts_struct rec;
+	int plain, traced;
+
+	self->pid = spawn(_metadata, null_call_routine, 0, 0);
+	plain = run_null_call(_metadata, self->pid, false);
+	kill(self->pid, SIGKILL);
+	waitpid(self->pid, NULL, __WALL);
+	EXPECT_EQ(SIGSEGV, plain);
+
+	self->pid = spawn(_metadata, null_call_routine, 0, 0);
+	traced = run_null_call(_metadata, self->pid, true);
+	EXPECT_EQ(SIGSEGV, traced) {
+		TH_LOG("traced: signal %d, untraced: %d", traced, plain);
+	}
+	ASSERT_LT(0, bts_size(self->pid));
+	ASSERT_EQ(0, sys_ptrace(PTRACE_BTS_GET, self->pid, &rec, 0));
+	EXPECT_EQ(0, rec.variant.lbr.to);
+}
+
 static const struct branch step_trace[] = {
 	{ step_f0, step_t0 }, { step_f1, step_t1 },
 };

@@ -631,6 +631,8 @@ static const struct ds_emu_test_block ds_emu_test_blocks[] = {
 	  DR_STEP | DR_TRAP1, DR_STEP, DR_STEP | DR_TRAP1, false },
 	{ "not taken, bus lock: BTF cleared", DS_EMU_NOT_TAKEN,
 	  DR_STEP | DR_BUS_LOCK, DR_STEP, DR_BUS_LOCK, 0, false },
+	{ "not taken, breakpoint bit no breakpoint claimed: no stop",
+	  DS_EMU_NOT_TAKEN, DR_STEP | DR_TRAP0, DR_STEP, 0, 0, true },
 };
 
 static void ds_emu_test_block_desc(const struct ds_emu_test_block *t,
