@@ -275,12 +275,13 @@ gdb: $(if $(TREE_DONE),,deps)
 gdb-check: kernel gdb qemu
 	@$(TOP)/mk/gdb-check.sh $(OBJ)/arch/x86/boot/bzImage $(or $(MACHINES),tcg bts)
 
-# make test's share of it (run 'gdbcheck'): eleven of the tests on stock
+# make test's share of it (run 'gdbcheck'): thirteen of the tests on stock
 # QEMU, the emulated backend, as TAP for mk/report.py.
 GDB_CHECK_SUBSET := gdb.btrace/record_goto.exp gdb.btrace/function_call_history.exp \
 	gdb.btrace/instruction_history.exp gdb.btrace/delta.exp gdb.btrace/stepi.exp \
 	gdb.btrace/step.exp gdb.btrace/segv.exp gdb.btrace/multi-thread-step.exp \
-	gdb.btrace/non-stop.exp gdb.btrace/tailcall.exp gdb.python/py-record-btrace.exp
+	gdb.btrace/non-stop.exp gdb.btrace/tailcall.exp gdb.btrace/bts-source.exp \
+	gdb.btrace/buffer-size.exp gdb.python/py-record-btrace.exp
 gdb-check-test:
 	@rm -rf $(LOGS)/gdbcheck && mkdir -p $(LOGS)/gdbcheck
 	@GDB_CHECK_OUT=$(BUILD)/gdb-check-test GDB_CHECK_TAP=$(LOGS)/gdbcheck/tap.log \

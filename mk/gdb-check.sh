@@ -18,8 +18,8 @@
 # The userspace: the packages the tests need (gcc, g++, binutils, libc6-dev,
 # dejagnu, expect, bash, coreutils, ...) and what gdb runs with, downloaded
 # through a private apt state (mk/apt.sh) and unpacked into a root that
-# boots as the initramfs, with gdb and gdbserver (mk/gdb.sh), the
-# testsuite's sources and its configured directory at their build paths.
+# boots as the initramfs, with gdb and gdbserver (mk/gdb.sh), and the
+# testsuite's sources and its site.exp under /gdb-check.
 # Nothing is installed on the host.
 #
 # Output: build/gdb-check/<machine>/gdb.sum and gdb.log, and a summary per
@@ -88,18 +88,21 @@ mkdir -p "$root"
 cp -a "$out/userspace/." "$root/"
 cp -a "$build/gdb/root/usr/." "$root/usr/"
 cp /bin/busybox "$root/usr/bin/busybox"
-# The testsuite at its build paths: site.exp names them.
-mkdir -p "$root$src/gdb/testsuite" "$root$obj/gdb"
-# The testsuite's library and the tests, and what they take from other
-# directories (gdb.xml's target descriptions).
+# The testsuite under /gdb-check (the build's paths may be under /tmp, a
+# tmpfs in the guest): its library and the tests, and what they take from
+# other directories (gdb.xml's target descriptions); site.exp from the
+# build's configured testsuite, its paths moved there.
+gsrc=/gdb-check/src/gdb/testsuite
+gobj=/gdb-check/obj/gdb/testsuite
+mkdir -p "$root$gsrc/gdb.python" "$root$gobj"
 for d in lib config boards gdb.btrace gdb.xml; do
-	cp -a "$src/gdb/testsuite/$d" "$root$src/gdb/testsuite/"
+	cp -a "$src/gdb/testsuite/$d" "$root$gsrc/"
 done
-mkdir -p "$root$src/gdb/testsuite/gdb.python"
-cp -a "$src/gdb/testsuite/gdb.python/"py-record-btrace* "$root$src/gdb/testsuite/gdb.python/"
-mkdir -p "$root$obj/gdb/testsuite"
+cp -a "$src/gdb/testsuite/gdb.python/"py-record-btrace* "$root$gsrc/gdb.python/"
 make -s -C "$obj/gdb/testsuite" site.exp >/dev/null
-cp "$obj/gdb/testsuite/site.exp" "$obj/gdb/testsuite/Makefile" "$root$obj/gdb/testsuite/"
+sed "s|$src/gdb/testsuite|$gsrc|g; s|$obj/gdb/testsuite|$gobj|g" \
+	"$obj/gdb/testsuite/site.exp" >"$root$gobj/site.exp"
+grep -q "^set srcdir $gsrc\$" "$root$gobj/site.exp" || die "site.exp names no srcdir $gsrc"
 ldconfig -r "$root" 2>/dev/null || true
 mkdir -p "$root/etc" "$root/root"
 echo "root:x:0:0:root:/root:/bin/bash" >"$root/etc/passwd"
@@ -115,12 +118,12 @@ busybox mount -t devtmpfs dev /dev
 busybox mkdir -p /dev/pts && busybox mount -t devpts devpts /dev/pts
 busybox mount -t tmpfs tmp /tmp
 ulimit -l unlimited
-cd $obj/gdb/testsuite
+cd $gobj
 echo "gdb-check: \$(grep -o 'ds.force_emulation=[01]' /proc/cmdline) running"
 # "auto" is the source: perf has no BTS event on either machine (an AMD
 # CPU; a CPU without a PMU), so gdb records through PTRACE_BTS, which the
 # info record below shows.
-runtest --tool gdb --outdir $obj/gdb/testsuite \\
+runtest --tool gdb --outdir $gobj \\
 	GDB=/usr/bin/gdb GDBSERVER=/usr/bin/gdbserver \\
 	GDB_DATA_DIRECTORY=/usr/share/gdb \\
 	${GDB_CHECK_TESTS:-gdb.btrace/*.exp gdb.python/py-record-btrace*.exp} 2>&1 | tail -40
@@ -142,6 +145,9 @@ write_tap() {
 	local dir=$1 n=0 splat
 
 	{
+		if ! grep -q '^# of ' "$dir/gdb.sum"; then
+			echo "not ok - gdb.sum has results # see $dir/console.log"
+		fi
 		grep -E '^(PASS|FAIL|XPASS|KPASS|XFAIL|KFAIL|UNRESOLVED|UNSUPPORTED|UNTESTED|ERROR): ' \
 			"$dir/gdb.sum" | while IFS= read -r line; do
 			case $line in
@@ -187,12 +193,12 @@ for machine in "$@"; do
 	sed -n '/^==== gdb.log/,/^==== end/p' "$out/$machine/results.log" |
 		sed '1d;$d' >"$out/$machine/gdb.log"
 	log "$machine: $(( $(date +%s) - t0 )) s"
+	[ -z "${GDB_CHECK_TAP:-}" ] || write_tap "$out/$machine" >"$GDB_CHECK_TAP"
 	if ! grep -q '^# of ' "$out/$machine/gdb.sum"; then
 		log "$machine: no results (see $out/$machine/console.log)"
 		status=1
 		continue
 	fi
-	[ -z "${GDB_CHECK_TAP:-}" ] || write_tap "$out/$machine" >"$GDB_CHECK_TAP"
 	grep '^# of ' "$out/$machine/gdb.sum" | sed "s/^/gdb-check: $machine: /"
 	grep -E '^(FAIL|UNRESOLVED|ERROR|UNSUPPORTED|KFAIL|XFAIL):' "$out/$machine/gdb.sum" |
 		sed "s/^/gdb-check: $machine:   /" || true

@@ -6,6 +6,8 @@
 #include <pthread.h>
 
 static volatile int sink;
+/* Both threads exist and run before either reaches its breakpoint. */
+static pthread_barrier_t both;
 
 static int twice(int x)
 {
@@ -27,6 +29,7 @@ void thread_b_bp(void)
 
 static void *thread_a(void *arg)
 {
+	pthread_barrier_wait(&both);
 	sink = twice(1);
 	thread_a_bp();
 	return arg;
@@ -34,6 +37,7 @@ static void *thread_a(void *arg)
 
 static void *thread_b(void *arg)
 {
+	pthread_barrier_wait(&both);
 	sink = thrice(thrice(1));
 	thread_b_bp();
 	return arg;
@@ -43,6 +47,8 @@ int main(void)
 {
 	pthread_t a, b;
 
+	if (pthread_barrier_init(&both, NULL, 2))
+		return 1;
 	if (pthread_create(&a, NULL, thread_a, NULL) ||
 	    pthread_create(&b, NULL, thread_b, NULL))
 		return 1;
