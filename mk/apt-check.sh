@@ -101,29 +101,25 @@ else
 	bad "busybox32 failed:"; cat "$tmp/busybox.log"
 fi
 
-# --- 3. the QEMU source package -----------------------------------------------------
-if run "$tmp/qemu.log" env QEMU_FETCH_ONLY=1 "$top/mk/qemu.sh" &&
-	ls "$BUILD"/qemu-src/qemu_*.dsc >/dev/null 2>&1; then
-	if saw_broken "$tmp/qemu.log"; then
-		ok "qemu: $(basename "$BUILD"/qemu-src/qemu_*.dsc) fetched although apt-get update failed"
-	else
-		bad "qemu: the broken source did not take part"; cat "$tmp/qemu.log"
-	fi
-else
-	bad "qemu source fetch failed:"; cat "$tmp/qemu.log"
-fi
+# --- 3. the QEMU and gdb source packages --------------------------------------------
+# check_source <name> <script> <VAR>: <script> with <VAR>_FETCH_ONLY=1 fetches
+# <name>'s source package although apt-get update failed.
+check_source() {
+	local name=$1 script=$2 var=$3 log=$tmp/$1.log
 
-# --- 3b. the gdb source package -------------------------------------------------------
-if run "$tmp/gdb.log" env GDB_FETCH_ONLY=1 "$top/mk/gdb.sh" &&
-	ls "$BUILD"/gdb-src/gdb_*.dsc >/dev/null 2>&1; then
-	if saw_broken "$tmp/gdb.log"; then
-		ok "gdb: $(basename "$BUILD"/gdb-src/gdb_*.dsc) fetched although apt-get update failed"
+	if run "$log" env "${var}_FETCH_ONLY=1" "$top/mk/$script" &&
+		ls "$BUILD/$name-src/${name}_"*.dsc >/dev/null 2>&1; then
+		if saw_broken "$log"; then
+			ok "$name: $(basename "$BUILD/$name-src/${name}_"*.dsc) fetched although apt-get update failed"
+		else
+			bad "$name: the broken source did not take part"; cat "$log"
+		fi
 	else
-		bad "gdb: the broken source did not take part"; cat "$tmp/gdb.log"
+		bad "$name source fetch failed:"; cat "$log"
 	fi
-else
-	bad "gdb source fetch failed:"; cat "$tmp/gdb.log"
-fi
+}
+check_source qemu qemu.sh QEMU
+check_source gdb gdb.sh GDB
 
 # --- 4. a missing package is the error, and named -----------------------------------
 missing=ds-apt-check-no-such-package

@@ -38,6 +38,7 @@ apt_state=$build/apt/source
 
 APT_WHO=gdb
 . "$top/mk/apt.sh"
+. "$top/mk/srcpkg.sh"
 
 log() { echo "gdb: $*"; }
 die() { echo "gdb: ERROR: $*" >&2; exit 1; }
@@ -68,70 +69,16 @@ if [ -z "${FORCE:-}" ] && [ -x "$out/root/usr/bin/gdb" ] && [ -f "$stamp" ] &&
 fi
 
 # --- fetch ------------------------------------------------------------------
-# Through a private apt state whose deb-src entries are the twins of the
-# host's deb entries (mk/apt.sh): nothing is added to /etc/apt.
-dsc_ver=${GDB_VERSION#*:}
-mkdir -p "$work"
-if ! ls "$work/${GDB_PACKAGE}_${dsc_ver}.dsc" >/dev/null 2>&1; then
-	log "fetching $GDB_PACKAGE=$GDB_VERSION through a private apt state ($apt_state)"
-	apt_private_init "$apt_state" deb-src
-	apt_download_dir "$work/download"
-	(cd "$work/download" && apt_retry "source package $GDB_PACKAGE=$GDB_VERSION (pin gone from the archive?)" \
-		apt-get -c "$apt_state/apt.conf" -q source --download-only "$GDB_PACKAGE=$GDB_VERSION")
-	# The .dsc last: its presence says the download is complete.
-	mv -f "$work"/download/*.tar.* "$work/"
-	mv -f "$work"/download/*.dsc "$work/"
-	rm -rf "$work/download"
-fi
+srcpkg_fetch "$GDB_PACKAGE" "$GDB_VERSION" "$work" "$apt_state"
 [ -z "${GDB_FETCH_ONLY:-}" ] || { log "fetched into $work"; exit 0; }
 
 # --- host packages ----------------------------------------------------------
 packages=(dpkg-dev gcc g++ make pkg-config patch rsync
 	libgmp-dev libexpat1-dev libncurses-dev python3-dev)
-missing=()
-for p in "${packages[@]}"; do
-	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' ||
-		missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-	log "installing ${missing[*]}"
-	apt_update
-	apt_install "${missing[@]}"
-fi
+srcpkg_need "${packages[@]}"
 
 # --- unpack + patch -----------------------------------------------------------
-# dpkg-source applies Debian's own patches; ours go on top.
-prepared=$work/prepared
-if [ -d "$src" ] && [ "$(cat "$prepared" 2>/dev/null)" = "$(want_stamp)" ]; then
-	log "patched tree in $src is up to date"
-else
-	rm -f "$prepared"
-	log "unpacking"
-	fresh=$work/fresh
-	rm -rf "$fresh"
-	(cd "$work" && dpkg-source -q -x "${GDB_PACKAGE}_${dsc_ver}.dsc" "$(basename "$fresh")" \
-		>"$work/dpkg-source.log" 2>&1) || { cat "$work/dpkg-source.log"; die "dpkg-source -x failed"; }
-
-	[ -f "$patchdir/series" ] || die "no $patchdir/series"
-	while read -r p; do
-		p=${p%%#*}
-		p=$(echo "$p" | xargs)
-		[ -n "$p" ] || continue
-		[ -f "$patchdir/$p" ] || die "series names $p, which is not in $patchdir"
-		if ! txt=$(cd "$fresh" && patch -p1 -F0 -N --no-backup-if-mismatch -r - \
-			<"$patchdir/$p" 2>&1); then
-			echo "$txt" | sed 's/^/gdb:   /' >&2
-			die "patch $p does not apply with zero fuzz; rejected hunks are listed above"
-		fi
-		echo "$txt" | grep -iE 'offset|fuzz' | sed 's/^/gdb:   /' || true
-		log "applied $p"
-	done <"$patchdir/series"
-
-	mkdir -p "$src"
-	rsync -rlc --delete "$fresh/" "$src/"
-	rm -rf "$fresh"
-	want_stamp >"$prepared"
-fi
+srcpkg_prepare "$GDB_PACKAGE" "$GDB_VERSION" "$work" "$src" "$patchdir" "$(want_stamp)"
 [ -z "${GDB_PREPARE_ONLY:-}" ] || { log "patched tree in $src"; exit 0; }
 
 # --- configure + build --------------------------------------------------------

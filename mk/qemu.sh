@@ -34,6 +34,7 @@ apt_state=$build/apt/source
 
 APT_WHO=qemu
 . "$top/mk/apt.sh"
+. "$top/mk/srcpkg.sh"
 
 log() { echo "qemu: $*"; }
 die() { echo "qemu: ERROR: $*" >&2; exit 1; }
@@ -71,22 +72,7 @@ if [ -z "${FORCE:-}" ] && [ -x "$out/qemu-system-x86_64" ] && [ -f "$stamp" ] &&
 fi
 
 # --- fetch ------------------------------------------------------------------
-# apt-get source needs deb-src entries.  Rather than add them to /etc/apt,
-# fetch through a private apt state whose deb-src entries are the twins of the
-# host's deb entries (mk/apt.sh).
-dsc_ver=${QEMU_VERSION#*:}
-mkdir -p "$work"
-if ! ls "$work/${QEMU_PACKAGE}_${dsc_ver}.dsc" >/dev/null 2>&1; then
-	log "fetching $QEMU_PACKAGE=$QEMU_VERSION through a private apt state ($apt_state)"
-	apt_private_init "$apt_state" deb-src
-	apt_download_dir "$work/download"
-	(cd "$work/download" && apt_retry "source package $QEMU_PACKAGE=$QEMU_VERSION (pin gone from the archive?)" \
-		apt-get -c "$apt_state/apt.conf" -q source --download-only "$QEMU_PACKAGE=$QEMU_VERSION")
-	# The .dsc last: its presence is what says the download is complete.
-	mv -f "$work"/download/*.tar.* "$work/"
-	mv -f "$work"/download/*.dsc "$work/"
-	rmdir "$work/download"
-fi
+srcpkg_fetch "$QEMU_PACKAGE" "$QEMU_VERSION" "$work" "$apt_state"
 [ -z "${QEMU_FETCH_ONLY:-}" ] || { log "fetched into $work"; exit 0; }
 
 # --- host packages ----------------------------------------------------------
@@ -94,53 +80,10 @@ packages=(ninja-build meson libglib2.0-dev libpixman-1-dev libfdt-dev
 	python3-venv dpkg-dev gcc make pkg-config patch rsync
 	# the firmware the result runs with
 	qemu-system-data seabios)
-missing=()
-for p in "${packages[@]}"; do
-	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' ||
-		missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-	log "installing ${missing[*]}"
-	apt_update
-	apt_install "${missing[@]}"
-fi
+srcpkg_need "${packages[@]}"
 
 # --- unpack + patch -----------------------------------------------------------
-# Unpack into a fresh directory (dpkg-source applies Debian's own patches),
-# apply ours, then sync into the tree the build uses with checksums, so that
-# only files whose content changed get a new mtime and ninja recompiles just
-# those.
-prepared=$work/prepared
-if [ -d "$src" ] && [ "$(cat "$prepared" 2>/dev/null)" = "$(want_stamp)" ]; then
-	log "patched tree in $src is up to date"
-else
-	rm -f "$prepared"
-	log "unpacking"
-	fresh=$work/fresh
-	rm -rf "$fresh"
-	(cd "$work" && dpkg-source -q -x "${QEMU_PACKAGE}_${dsc_ver}.dsc" "$(basename "$fresh")" \
-		>"$work/dpkg-source.log" 2>&1) || { cat "$work/dpkg-source.log"; die "dpkg-source -x failed"; }
-
-	[ -f "$patchdir/series" ] || die "no $patchdir/series"
-	while read -r p; do
-		p=${p%%#*}
-		p=$(echo "$p" | xargs)
-		[ -n "$p" ] || continue
-		[ -f "$patchdir/$p" ] || die "series names $p, which is not in $patchdir"
-		if ! txt=$(cd "$fresh" && patch -p1 -F0 -N --no-backup-if-mismatch -r - \
-			<"$patchdir/$p" 2>&1); then
-			echo "$txt" | sed 's/^/qemu:   /' >&2
-			die "patch $p does not apply with zero fuzz; rejected hunks are listed above"
-		fi
-		echo "$txt" | grep -iE 'offset|fuzz' | sed 's/^/qemu:   /' || true
-		log "applied $p"
-	done <"$patchdir/series"
-
-	mkdir -p "$src"
-	rsync -rlc --delete "$fresh/" "$src/"
-	rm -rf "$fresh"
-	want_stamp >"$prepared"
-fi
+srcpkg_prepare "$QEMU_PACKAGE" "$QEMU_VERSION" "$work" "$src" "$patchdir" "$(want_stamp)"
 [ -z "${QEMU_PREPARE_ONLY:-}" ] || { log "patched tree in $src"; exit 0; }
 
 # --- configure + build --------------------------------------------------------
