@@ -183,7 +183,7 @@ for machine in "$@"; do
 	log "$machine: booting (TCG; the log is $out/$machine/console.log)"
 	t0=$(date +%s)
 	timeout --foreground -k 10 "${GDB_CHECK_TIMEOUT:-${VM_TIMEOUT:-5400}}" "$qemu" -accel tcg -cpu "$cpu" \
-		-smp 2 -m ${GDB_CHECK_MEM:-3072} -no-reboot -display none -nic none -monitor none \
+		-smp 2 -m 3072 -no-reboot -display none -nic none -monitor none \
 		-kernel "$kernel" -initrd "$out/root.cpio.gz" \
 		-append "console=ttyS0 panic=-1 clearcpuid=smap nowatchdog rdinit=/init kunit.enable=0 ${GDB_CHECK_APPEND:-}" \
 		-serial "file:$out/$machine/console.log" -serial "file:$out/$machine/results.log" \
