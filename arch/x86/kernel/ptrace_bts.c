@@ -669,12 +669,33 @@ put_mm:
 	return err;
 }
 
+/*
+ * Has the tracer of @child CAP_SYS_PTRACE in @ns? Unlike ptracer_capable(),
+ * a task nobody traces any more has no tracer to lend it privilege: a
+ * request that needs no stop may run on as the link ends (an exec's
+ * de_thread() reaping the old leader), and __ptrace_unlink() clearing the
+ * credentials must not make a check pass that failed before.
+ */
+static bool ptrace_bts_tracer_capable(struct task_struct *child,
+				      struct user_namespace *ns)
+{
+	const struct cred *cred;
+	bool ok;
+
+	rcu_read_lock();
+	cred = rcu_dereference(child->ptracer_cred);
+	ok = cred && !security_capable(cred, ns, CAP_SYS_PTRACE,
+				       CAP_OPT_NOAUDIT);
+	rcu_read_unlock();
+	return ok;
+}
+
 /* May the tracer of @child see the control flow of the image @mm? */
 static bool ptrace_bts_mm_readable(struct task_struct *child,
 				   struct mm_struct *mm)
 {
 	return get_dumpable(mm) == SUID_DUMP_USER ||
-	       ptracer_capable(child, mm->user_ns);
+	       ptrace_bts_tracer_capable(child, mm->user_ns);
 }
 
 /*
@@ -692,7 +713,7 @@ static bool ptrace_bts_may_read(struct task_struct *child)
 	if (!mm)
 		return child->flags & PF_EXITING &&
 		       (child->user_dumpable ||
-			ptracer_capable(child, &init_user_ns));
+			ptrace_bts_tracer_capable(child, &init_user_ns));
 	ok = ptrace_bts_mm_readable(child, mm);
 	mmput(mm);
 	return ok;
@@ -722,9 +743,13 @@ int ptrace_bts_check_read(struct task_struct *child, struct ptrace_bts *pb,
 	if (!pb)
 		return 0;
 	ok = ptrace_bts_mm_readable(child, pb->mm);
-	/* Stopped at a private exec, the image of now has no records. */
+	/*
+	 * Stopped at a private exec, the images since have no records, also
+	 * once the thread exits; stopped at exit, the last image has.
+	 */
 	if (ok && (!(geom->status & DS_STATUS_DETACHED) ||
-		   child->flags & PF_EXITING))
+		   (child->flags & PF_EXITING &&
+		    !(geom->status & DS_STATUS_EXEC_STOPPED))))
 		ok = ptrace_bts_may_read(child);
 	return ok ? 0 : -EPERM;
 }

@@ -61,9 +61,10 @@ static void ptrace_bts_position(struct task_struct *child,
 	if (geom->status & DS_STATUS_PAUSED)
 		*state |= PTRACE_BTS_S_PAUSED;
 	/* ds_exit_thread() or ds_exec_thread() ended the recording. */
-	if (geom->status & DS_STATUS_DETACHED)
-		*state |= child->flags & PF_EXITING ? PTRACE_BTS_S_EXITED :
-						      PTRACE_BTS_S_STOPPED_EXEC;
+	if (geom->status & DS_STATUS_EXEC_STOPPED)
+		*state |= PTRACE_BTS_S_STOPPED_EXEC;
+	if (geom->status & DS_STATUS_DETACHED && child->flags & PF_EXITING)
+		*state |= PTRACE_BTS_S_EXITED;
 	if (ptrace_bts_check_read(child, pb, geom)) {
 		*state |= PTRACE_BTS_S_UNREADABLE;
 		return;

@@ -74,6 +74,8 @@ enum ds_backend_id {
 #define DS_STATUS_DETACHED	BIT(2)	/* the traced task has exited */
 /* A staging buffer filled: lost is approximate, see struct ds_geometry. */
 #define DS_STATUS_DROPPED	BIT(3)
+/* With DS_STATUS_DETACHED: detached at an exec (ds_exec_thread()) */
+#define DS_STATUS_EXEC_STOPPED	BIT(4)
 
 /* The largest trace buffer one request may ask for, in bytes. */
 #define DS_MAX_BUFFER_SIZE	SZ_4M

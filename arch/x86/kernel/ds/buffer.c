@@ -429,6 +429,8 @@ static unsigned int ds_status(const struct ds_tracer *tracer)
 		status |= DS_STATUS_PAUSED;
 	if (!READ_ONCE(tracer->attached))
 		status |= DS_STATUS_DETACHED;
+	if (READ_ONCE(tracer->exec_stopped))
+		status |= DS_STATUS_EXEC_STOPPED;
 	if (READ_ONCE(tracer->dropped))
 		status |= DS_STATUS_DROPPED;
 	return status;

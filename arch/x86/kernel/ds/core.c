@@ -302,7 +302,7 @@ static int ds_attach_task(struct ds_tracer *tracer, struct task_struct *task)
 	rcu_assign_pointer(task->thread.ds_ctx, ctx);
 	set_tsk_thread_flag(task, TIF_DS_TRACE);
 	/*
-	 * Pairs with the barrier in ds_exit_thread(): either the exiting task
+	 * Pairs with the barrier in ds_detach_task(): either the exiting task
 	 * sees its context and detaches us, or we see PF_EXITING here.
 	 */
 	smp_mb();
@@ -681,26 +681,7 @@ void __ds_mark_gap(enum ds_gap why, u32 datum, u64 ip)
 	local_irq_restore(flags);
 }
 
-void ds_exec_thread(void)
-{
-	struct task_struct *task = current;
-	bool private;
-
-	if (!rcu_access_pointer(task->thread.ds_ctx))
-		return;
-	private = get_dumpable(task->mm) != SUID_DUMP_USER;
-	ds_mark_gap(private ? DS_GAP_EXEC_STOPPED : DS_GAP_EXEC, 0, 0);
-	if (private)
-		ds_exit_thread(task);
-}
-
-void ds_fork_thread(struct task_struct *child)
-{
-	RCU_INIT_POINTER(child->thread.ds_ctx, NULL);
-	clear_tsk_thread_flag(child, TIF_DS_TRACE);
-}
-
-void ds_exit_thread(struct task_struct *task)
+static void ds_detach_task(struct task_struct *task, bool at_exec)
 {
 	struct ds_tracer *tracer;
 	struct ds_context *ctx;
@@ -719,6 +700,8 @@ void ds_exit_thread(struct task_struct *task)
 		tracer = ctx ? ds_dereference(ctx->tracer[kind]) : NULL;
 		if (!tracer)
 			continue;
+		/* Before the detach: a status that says detached says why. */
+		WRITE_ONCE(tracer->exec_stopped, at_exec);
 		ds_detach(tracer);
 		/* Under ds_alloc_mutex: the owner's ds_release() waits for it. */
 		if (tracer->detached)
@@ -726,6 +709,30 @@ void ds_exit_thread(struct task_struct *task)
 	}
 	cpus_read_unlock();
 	mutex_unlock(&ds_alloc_mutex);
+}
+
+void ds_exec_thread(void)
+{
+	struct task_struct *task = current;
+	bool private;
+
+	if (!rcu_access_pointer(task->thread.ds_ctx))
+		return;
+	private = get_dumpable(task->mm) != SUID_DUMP_USER;
+	ds_mark_gap(private ? DS_GAP_EXEC_STOPPED : DS_GAP_EXEC, 0, 0);
+	if (private)
+		ds_detach_task(task, true);
+}
+
+void ds_fork_thread(struct task_struct *child)
+{
+	RCU_INIT_POINTER(child->thread.ds_ctx, NULL);
+	clear_tsk_thread_flag(child, TIF_DS_TRACE);
+}
+
+void ds_exit_thread(struct task_struct *task)
+{
+	ds_detach_task(task, false);
 }
 
 /* --- the emulated backend --- */

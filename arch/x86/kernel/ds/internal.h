@@ -102,6 +102,8 @@ struct ds_tracer {
 	ds_notify_fn		detached;
 	/* Written under ds_alloc_mutex, read anywhere. */
 	bool			attached;
+	/* Detached by ds_exec_thread(): the task lives on, untraced. */
+	bool			exec_stopped;
 	bool			suspended;
 	/* Notification pause; set under @lock, cleared under both. */
 	bool			paused;

@@ -300,11 +300,13 @@ static void exec_private_routine(unsigned long fd)
  * exec of an image the tracee's user may not read: as PTRACE_PEEKTEXT
  * stops working, the trace stops (perf detaches its events there too).
  * The records of the old image stay; none of the new image's arrive, and
- * an unprivileged tracer cannot start another trace.
+ * an unprivileged tracer cannot start another trace. The old image's
+ * records stay readable at the exit stop and once the thread exited.
  */
 TEST_F(bts, tracee_execs_private)
 {
 	struct ptrace_bts_config cfg;
+	siginfo_t si;
 	long at_exec;
 	int status, fd;
 
@@ -340,7 +342,25 @@ TEST_F(bts, tracee_execs_private)
 	cont_to(_metadata, self->pid, 0, jmp_e);
 	EXPECT_EQ(at_exec, bts_size(self->pid));
 	check_oldest(_metadata, self->pid, jmp_trace, ARRAY_SIZE(jmp_trace));
-	cont_to_exit(_metadata, self->pid);
+
+	/* At the exit stop and after the exit, the old image's, as before. */
+	ASSERT_EQ(0, sys_ptrace(PTRACE_SETOPTIONS, self->pid, NULL,
+				PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT));
+	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, self->pid, NULL, 0));
+	ASSERT_EQ(self->pid, waitpid(self->pid, &status, __WALL));
+	ASSERT_EQ(SIGTRAP | (PTRACE_EVENT_EXIT << 8), status >> 8);
+	get_status(_metadata, self->pid, &cfg);
+	EXPECT_EQ(PTRACE_BTS_S_STOPPED_EXEC, cfg.state);
+	EXPECT_EQ(at_exec, bts_size(self->pid));
+	check_oldest(_metadata, self->pid, jmp_trace, ARRAY_SIZE(jmp_trace));
+	ASSERT_EQ(0, sys_ptrace(PTRACE_CONT, self->pid, NULL, 0));
+	ASSERT_EQ(0, waitid(P_PID, self->pid, &si, WEXITED | WNOWAIT | __WALL));
+	get_status(_metadata, self->pid, &cfg);
+	EXPECT_EQ(PTRACE_BTS_S_STOPPED_EXEC | PTRACE_BTS_S_EXITED, cfg.state);
+	/* GET needs a stop: SIZE, which obeys the same rule, says enough */
+	EXPECT_EQ(at_exec, bts_size(self->pid));
+	ASSERT_EQ(self->pid, waitpid(self->pid, &status, __WALL));
+	EXPECT_TRUE(WIFEXITED(status));
 	self->pid = 0;
 }
 
