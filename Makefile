@@ -61,11 +61,12 @@ SELFTEST_TARGETS := x86 ptrace
 export BUILD
 
 .PHONY: help deps apt-check report-test base tree refresh patches-check series-roundtrip series check bisect-check config kernel \
-	run-kernel i386-kernel nods-kernel stress-kernel bench headers selftests tools initramfs qemu qemu-test gdb gdb-check gdb-check-test test soak test-checks run-initramfs run shell clean distclean
+	run-kernel i386-kernel nods-kernel stress-kernel bench-nods-kernel bench bench-progs bench-initramfs headers selftests tools initramfs qemu qemu-test gdb gdb-check gdb-check-test test soak test-checks run-initramfs run shell clean distclean
 
 help:
 	@echo "make run            boot the VM and show the demo"
-	@echo "make bench          bts_bench with page table isolation on and off"
+	@echo "make bench          benchmarks: untraced cost, real programs against gdb and"
+	@echo "                    single-stepping, reads, requests, scaling (build/bench/)"
 	@echo "make test           build everything, boot, run KUnit + kselftests"
 	@echo "                    (ONLY=x86:single_step_syscall_64,... runs a subset,"
 	@echo "                    RUNS=tcg,nods only these runs, DEADLINE=<epoch> bounds it)"
@@ -347,15 +348,35 @@ run: run-kernel initramfs
 	@VM_APPEND="kunit.enable=0 $(VM_APPEND)" \
 		$(TOP)/mk/vm.sh run $(RUN_BZIMAGE) $(INITRD) $(LOGS)/run
 
-# bts_bench on the run kernel with page table isolation on and off: under
-# TCG each CR3 switch flushes QEMU's TLB, which dominates every kernel entry.
-bench: run-kernel initramfs
-	@for pti in on off; do \
-		echo "bench: pti=$$pti"; \
-		VM_PTI=$$pti VM_APPEND="kunit.enable=0 $(VM_APPEND)" $(TOP)/mk/vm.sh \
-			bench $(RUN_BZIMAGE) $(INITRD) $(LOGS)/bench-pti-$$pti | \
-			grep -A6 '^bts_bench: page'; \
+# make bench (mk/bench.py): the run kernel against the same kernel without
+# X86_DS (vm/bench-nods.config), on stock QEMU and the BTS model, with the
+# benchmark programs (vm/bench/), xz (a program with shared libraries) and
+# gdb in the initramfs. Tables and plots in build/bench/.
+BENCH_OBJ := $(BUILD)/obj-bench-nods
+BENCH_PROGS := bench-trace bench-micro bench-spin bench-reads
+BENCH_BINS := $(addprefix $(BUILD)/bench/,$(BENCH_PROGS)) $(TOP)/vm/bench/bench.sh \
+	$(BUILD)/bts/bts_bench /usr/bin/xz
+BENCH_LIBS := /lib64/ld-linux-x86-64.so.2 /lib/x86_64-linux-gnu/libc.so.6 \
+	/lib/x86_64-linux-gnu/liblzma.so.5
+BENCH_INITRD := $(BUILD)/bench/initramfs.cpio.gz
+
+$(eval $(call extra_kernel,bench-nods-kernel,$(BENCH_OBJ),x86_64,\
+	$(TOP)/vm/kernel.config $(TOP)/vm/run.config $(TOP)/vm/bench-nods.config))
+
+bench-progs: headers
+	@mkdir -p $(BUILD)/bench
+	@for p in $(BENCH_PROGS); do \
+		gcc -static -O2 -Wall -Werror -pthread -isystem $(OBJ)/usr/include \
+			-o $(BUILD)/bench/$$p $(TOP)/vm/bench/$$p.c || exit 1; \
 	done
+
+bench-initramfs: bench-progs tools gdb
+	@mkdir -p $(BUILD)/bench/empty
+	@LIST=/dev/null LIBS="$(BENCH_LIBS)" ROOTS="$(GDB_ROOT)" \
+		$(TOP)/mk/initramfs.sh $(BENCH_INITRD) $(BUILD)/bench/empty $(BENCH_BINS)
+
+bench: run-kernel bench-nods-kernel qemu bench-initramfs
+	@python3 $(TOP)/mk/bench.py
 
 shell: kernel initramfs
 	@$(TOP)/mk/vm.sh shell $(BZIMAGE) $(INITRD) $(LOGS)/shell

@@ -29,6 +29,8 @@ packages=(
 	# btrace's file:line (tools/bts): libdw and what its static archive
 	# needs (libelf-dev, zlib1g-dev and liblzma-dev come with libdw-dev)
 	libdw-dev libbz2-dev
+	# make bench's plots
+	gnuplot-nox
 )
 
 missing=()

@@ -12,7 +12,8 @@ timeout=${VM_TIMEOUT:-1500}
 # clearcpuid=smap: QEMU 7.2's TCG makes the stack accesses of a user-mode
 # far transfer (LRET, LCALL) as supervisor accesses; with SMAP on they fault
 # and the kernel oopses on a user instruction.  Fixed in later QEMU.
-# VM_PTI=off measures the benchmark without page table isolation.
+# VM_PTI=off measures the benchmark without page table isolation; VM_SMP
+# (2) is the number of CPUs, 4 for make bench's scaling.
 # The kernels have the NMI watchdog (and the soft-lockup detector with it),
 # off unless a run turns it on (VM_WATCHDOG="nmi_watchdog=1"): under TCG
 # its reports would come from the host's load, not from the guest, in runs
@@ -26,7 +27,7 @@ append="console=ttyS0 panic=-1 pti=${VM_PTI:-on} clearcpuid=smap vm.mode=$mode $
 # Nothing of an earlier run may be judged as this one's: start empty.
 rm -rf "$logdir"
 mkdir -p "$logdir"
-args=(-accel tcg -cpu "$cpu" -smp 2 -m 1024 -no-reboot -display none
+args=(-accel tcg -cpu "$cpu" -smp "${VM_SMP:-2}" -m 1024 -no-reboot -display none
       -nic none -kernel "$kernel" -initrd "$initrd" -append "$append")
 
 case $mode in

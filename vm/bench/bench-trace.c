@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * bench-trace: run a program untraced, under PTRACE_BTS_* or under a
+ * PTRACE_SINGLESTEP tracer, and say what it cost.
+ *
+ * Usage: bench-trace [-m none|bts|step] [-b any|hw|emu] [-s BYTES]
+ *                    [-c CPU] [-o OUT] -- PROGRAM [ARG...]
+ *
+ *   none  fork, exec, wait: the reference.
+ *   bts   the program and every thread it creates are traced from exec
+ *         on with a buffer of BYTES (64 KiB) on the given backend, with
+ *         PTRACE_BTS_O_STOP: at each full buffer and at exit the records
+ *         are drained, so every branch is counted, as a lossless recorder
+ *         (btrace) counts them.
+ *   step  the program is single-stepped from exec on, its registers read
+ *         at every step, as a software recorder (gdb's record full) does.
+ *
+ * The program's standard output and error go to OUT (/dev/null). Prints one line:
+ * wall_us (fork to reap), cpu_us (this tracer's and the program's CPU
+ * time), records (bts), steps (step), status (the program's exit status).
+ */
+#include "bench.h"
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <linux/ptrace.h>
+
+enum mode { M_NONE, M_BTS, M_STEP };
+
+static enum mode mode;
+static unsigned int backend = PTRACE_BTS_BACKEND_ANY;
+static unsigned int bts_bytes = 64 << 10;
+static struct bts_struct *drain_buf;
+static unsigned long records, steps;
+
+static void bts_config(pid_t pid)
+{
+	struct ptrace_bts_config cfg = {
+		.size = sizeof(cfg),
+		.flags = PTRACE_BTS_O_TRACE | PTRACE_BTS_O_ALLOC |
+			 PTRACE_BTS_O_STOP,
+		.bts_size = bts_bytes,
+		.backend = backend,
+	};
+
+	if (sys_ptrace(PTRACE_BTS_CONFIG, pid, &cfg, sizeof(cfg)))
+		die("PTRACE_BTS_CONFIG");
+}
+
+static void bts_drain(pid_t pid)
+{
+	long n = sys_ptrace(PTRACE_BTS_DRAIN, pid, drain_buf, bts_bytes);
+
+	if (n < 0)
+		die("PTRACE_BTS_DRAIN");
+	records += n;
+}
+
+static int step_all(pid_t pid)
+{
+	struct user_regs_struct regs;
+	int status;
+
+	for (;;) {
+		if (sys_ptrace(PTRACE_SINGLESTEP, pid, NULL, 0))
+			die("PTRACE_SINGLESTEP");
+		if (waitpid(pid, &status, 0) != pid)
+			die("waitpid");
+		if (WIFEXITED(status) || WIFSIGNALED(status))
+			return status;
+		if (WIFSTOPPED(status) && WSTOPSIG(status) != SIGTRAP)
+			die("a signal while single-stepping");
+		if (sys_ptrace(PTRACE_GETREGS, pid, NULL, (unsigned long)&regs))
+			die("PTRACE_GETREGS");
+		steps++;
+	}
+}
+
+/* Run the tracee to its end; returns its wait status. */
+static int trace(pid_t child)
+{
+	int status, sig, event, result = 0;
+	unsigned long opts = PTRACE_O_EXITKILL | PTRACE_O_TRACEEXEC;
+	pid_t pid;
+
+	if (waitpid(child, &status, 0) != child || !WIFSTOPPED(status))
+		die("waitpid (first stop)");
+	if (mode == M_BTS)
+		opts |= PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXIT;
+	if (sys_ptrace(PTRACE_SETOPTIONS, child, NULL, opts))
+		die("PTRACE_SETOPTIONS");
+	/* to the exec: from there on it is the program */
+	if (sys_ptrace(PTRACE_CONT, child, NULL, 0) ||
+	    waitpid(child, &status, 0) != child ||
+	    status >> 8 != (SIGTRAP | PTRACE_EVENT_EXEC << 8))
+		die("exec stop");
+	if (mode == M_STEP)
+		return step_all(child);
+	bts_config(child);
+	pid = child;
+	sig = 0;
+	for (;;) {
+		if (sys_ptrace(PTRACE_CONT, pid, NULL, sig) && errno != ESRCH)
+			die("PTRACE_CONT");
+		pid = waitpid(-1, &status, __WALL);
+		if (pid < 0)
+			break;
+		sig = 0;
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			if (pid == child)
+				result = status;
+			continue;
+		}
+		event = status >> 16;
+		if (event == PTRACE_EVENT_BTS || event == PTRACE_EVENT_EXIT)
+			bts_drain(pid);
+		else if (!event && WSTOPSIG(status) == SIGSTOP)
+			/* a new thread's first stop: trace it too */
+			bts_config(pid);
+		else if (!event)
+			sig = WSTOPSIG(status);
+	}
+	return result;
+}
+
+int main(int argc, char **argv)
+{
+	const char *out = "/dev/null";
+	double t0, c0, wall, cpu;
+	int opt, status, fd;
+	pid_t child;
+
+	while ((opt = getopt(argc, argv, "+m:b:s:c:o:")) != -1) {
+		switch (opt) {
+		case 'm':
+			mode = !strcmp(optarg, "bts") ? M_BTS :
+			       !strcmp(optarg, "step") ? M_STEP : M_NONE;
+			break;
+		case 'b':
+			backend = !strcmp(optarg, "hw") ? PTRACE_BTS_BACKEND_HARDWARE :
+				  !strcmp(optarg, "emu") ? PTRACE_BTS_BACKEND_EMULATED :
+				  PTRACE_BTS_BACKEND_ANY;
+			break;
+		case 's':
+			bts_bytes = strtoul(optarg, NULL, 0);
+			break;
+		case 'c':
+			pin(atoi(optarg));
+			break;
+		case 'o':
+			out = optarg;
+			break;
+		default:
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "usage: bench-trace [-m none|bts|step] [-b any|hw|emu] [-s BYTES] [-c CPU] [-o OUT] -- PROGRAM [ARG...]\n");
+		return 2;
+	}
+	drain_buf = malloc(bts_bytes);
+	if (!drain_buf)
+		die("malloc");
+	t0 = now_us();
+	c0 = cpu_us();
+	child = fork();
+	if (child < 0)
+		die("fork");
+	if (!child) {
+		fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(127);
+		if (mode != M_NONE) {
+			sys_ptrace(PTRACE_TRACEME, 0, NULL, 0);
+			raise(SIGSTOP);
+		}
+		execvp(argv[optind], argv + optind);
+		_exit(127);
+	}
+	if (mode == M_NONE) {
+		if (waitpid(child, &status, 0) != child)
+			die("waitpid");
+	} else {
+		status = trace(child);
+	}
+	wall = now_us() - t0;
+	cpu = cpu_us() - c0;
+	printf("wall_us=%.0f cpu_us=%.0f records=%lu steps=%lu status=%d\n",
+	       wall, cpu, records, steps,
+	       WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+	return 0;
+}
