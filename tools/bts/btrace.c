@@ -523,14 +523,28 @@ static void attach(pid_t pid, unsigned long options)
 
 		if (tid <= 0 || thread_of(tid))
 			continue;
-		if (sys_ptrace(PTRACE_SEIZE, tid, NULL, options))
+		/*
+		 * A thread a seized one created since is ours already
+		 * (TRACECLONE: EPERM), one that exited is gone (ESRCH): the
+		 * event loop meets the former at its first stop.
+		 */
+		if (sys_ptrace(PTRACE_SEIZE, tid, NULL, options)) {
+			if (errno == EPERM || errno == ESRCH)
+				continue;
 			die("PTRACE_SEIZE");
+		}
 		sys_ptrace(PTRACE_INTERRUPT, tid, NULL, 0);
 		if (waitpid(tid, &status, __WALL) != tid)
 			die("waitpid");
 		t = thread_add(tid);
 		configure(t);
-		sys_ptrace(PTRACE_CONT, tid, NULL, 0);
+		/*
+		 * A signal that was pending stops the thread before the
+		 * interrupt does: it goes on to the thread, and the
+		 * interrupt's stop comes to the event loop later.
+		 */
+		sys_ptrace(PTRACE_CONT, tid, NULL,
+			   status >> 16 ? 0 : WSTOPSIG(status));
 	}
 	closedir(dir);
 }
