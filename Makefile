@@ -61,7 +61,7 @@ SELFTEST_TARGETS := x86 ptrace
 export BUILD
 
 .PHONY: help deps apt-check report-test base tree refresh patches-check series-roundtrip series check bisect-check config kernel \
-	run-kernel i386-kernel nods-kernel stress-kernel bench-nods-kernel bench bench-progs bench-initramfs headers selftests tools initramfs qemu qemu-test gdb gdb-check gdb-check-test test soak test-checks run-initramfs run shell clean distclean
+	run-kernel i386-kernel nods-kernel stress-kernel bench-nods-kernel bench bench-initramfs headers selftests tools initramfs qemu qemu-test gdb gdb-check gdb-check-test test soak test-checks run-initramfs run shell clean distclean
 
 help:
 	@echo "make run            boot the VM and show the demo"
@@ -245,6 +245,15 @@ tools: headers
 			-o $(KSFT)/gdb/$$t $(TOP)/vm/gdb/test/$$t.c || exit 1; \
 		cp $(TOP)/vm/gdb/test/$$t.c $(KSFT)/gdb/; \
 	done
+	@mkdir -p $(KSFT)/bench
+	@for p in $(BENCH_PROGS); do \
+		gcc -static -O2 -Wall -Werror -pthread -isystem $(OBJ)/usr/include \
+			-o $(KSFT)/bench/$$p $(TOP)/vm/bench/$$p.c || exit 1; \
+	done
+	@install -m 755 $(TOP)/vm/bench/bench.sh $(TOP)/vm/bench/bench_smoke.sh \
+		$(BUILD)/bts/bts_bench /usr/bin/tac $(KSFT)/bench/
+	@echo "$(BENCH_PROGS) bench.sh bts_bench tac" | tr ' ' '\n' \
+		>$(KSFT)/bench/bench_smoke.sh.files
 	@install -m 755 $(TOP)/vm/gdb/test/gdb_btrace.sh $(TOP)/vm/gdb/test/gdb_btrace_perf.sh \
 		$(KSFT)/gdb/
 	@for f in gdb_btrace.sh gdb_btrace_perf.sh; do \
@@ -334,8 +343,8 @@ run-initramfs:
 	@cp $(BUILD)/bts/btrace_test $(BUILD)/bts/btrace_test_32 $(KSFT)/bts/
 	@echo "$(RUN_PROGS)" | tr , '\n' >$(BUILD)/initramfs/$(RUN).list
 	@PROGS=$(RUN_PROGS) LIST=$(BUILD)/initramfs/$(RUN).list \
-		$(if $(findstring bts:,$(RUN_PROGS)),LIBS="$(BTS_LIBS)") \
-		$(if $(findstring gdb:,$(RUN_PROGS)),ROOTS="$(GDB_ROOT)") \
+		$(if $(findstring bts:,$(RUN_PROGS))$(findstring bench:,$(RUN_PROGS)),LIBS="$(BTS_LIBS)") \
+		$(if $(findstring gdb:,$(RUN_PROGS))$(findstring bench:,$(RUN_PROGS)),ROOTS="$(GDB_ROOT)") \
 		$(if $(filter i386,$(RUN)),BUSYBOX=$(BUILD)/busybox32/busybox) \
 		$(if $(filter kexec,$(RUN)),KEXEC_KERNEL=$(OBJ)/arch/x86/boot/bzImage) \
 		$(if $(SAMPLE),KMODULES=$(SAMPLE_KO)) \
@@ -352,27 +361,19 @@ run: run-kernel initramfs
 # X86_DS (vm/bench-nods.config), on stock QEMU and the BTS model, with the
 # benchmark programs (vm/bench/), xz (a program with shared libraries) and
 # gdb in the initramfs. Tables and plots in build/bench/.
+# make test runs the same programs on tiny inputs as the kselftest
+# collection "bench" (vm/bench/bench_smoke.sh), which tools installs.
 BENCH_OBJ := $(BUILD)/obj-bench-nods
 BENCH_PROGS := bench-trace bench-micro bench-spin bench-reads
-BENCH_BINS := $(addprefix $(BUILD)/bench/,$(BENCH_PROGS)) $(TOP)/vm/bench/bench.sh \
-	$(BUILD)/bts/bts_bench /usr/bin/xz
-BENCH_LIBS := /lib64/ld-linux-x86-64.so.2 /lib/x86_64-linux-gnu/libc.so.6 \
-	/lib/x86_64-linux-gnu/liblzma.so.5
+BENCH_BINS := $(addprefix $(KSFT)/bench/,$(BENCH_PROGS) bench.sh bts_bench tac)
 BENCH_INITRD := $(BUILD)/bench/initramfs.cpio.gz
 
 $(eval $(call extra_kernel,bench-nods-kernel,$(BENCH_OBJ),x86_64,\
 	$(TOP)/vm/kernel.config $(TOP)/vm/run.config $(TOP)/vm/bench-nods.config))
 
-bench-progs: headers
-	@mkdir -p $(BUILD)/bench
-	@for p in $(BENCH_PROGS); do \
-		gcc -static -O2 -Wall -Werror -pthread -isystem $(OBJ)/usr/include \
-			-o $(BUILD)/bench/$$p $(TOP)/vm/bench/$$p.c || exit 1; \
-	done
-
-bench-initramfs: bench-progs tools gdb
+bench-initramfs: tools gdb
 	@mkdir -p $(BUILD)/bench/empty
-	@LIST=/dev/null LIBS="$(BENCH_LIBS)" ROOTS="$(GDB_ROOT)" \
+	@LIST=/dev/null LIBS="$(BTS_LIBS)" ROOTS="$(GDB_ROOT)" \
 		$(TOP)/mk/initramfs.sh $(BENCH_INITRD) $(BUILD)/bench/empty $(BENCH_BINS)
 
 bench: run-kernel bench-nods-kernel qemu bench-initramfs

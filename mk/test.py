@@ -239,7 +239,7 @@ def make_jobs(runs, only):
         add(Job("qemu", MAKE + ["qemu"], ["qemu-fetch", "deps"], "build",
                 10 + order.index("qemu"), phase="QEMU model build"))
     if "gdbcheck" in runs or \
-            any(p.startswith("gdb:") for r in runs if r in progs for p in progs[r]):
+            any(p.startswith(("gdb:", "bench:")) for r in runs if r in progs for p in progs[r]):
         # The package download and the build's packages first, beside
         # the kernel build, as for QEMU.
         add(Job("gdb-fetch", ["env", "GDB_PREPARE_ONLY=1", os.path.join(TOP, "mk", "gdb.sh")],
@@ -256,7 +256,7 @@ def make_jobs(runs, only):
             continue
         sample = SAMPLE in append.split()
         needs = ["selftests"] + (["busybox32"] if name == "i386" else []) + \
-            (["gdb"] if any(p.startswith("gdb:") for p in progs[name]) else []) + \
+            (["gdb"] if any(p.startswith(("gdb:", "bench:")) for p in progs[name]) else []) + \
             (["kernel"] if name == "kexec" or sample else [])
         add(Job("initramfs-" + name, MAKE + ["run-initramfs", "RUN=" + name,
                                              "RUN_PROGS=" + ",".join(

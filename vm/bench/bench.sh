@@ -58,7 +58,7 @@ program() {
 	gunzip) echo "busybox gunzip -c /tmp/in.gz" ;;
 	sort) echo "busybox sort -n /tmp/nums.txt" ;;
 	md5sum) echo "busybox md5sum /tmp/in.txt" ;;
-	tac) echo "/usr/bin/tac /tmp/in.txt" ;;
+	tac) echo "${TAC:-/usr/bin/tac} /tmp/in.txt" ;;
 	esac
 }
 PROGRAMS="gunzip sort md5sum tac"
