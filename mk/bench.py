@@ -48,6 +48,8 @@ BOOTS = [
     ("n1", NODS_BZ, None, 2, "on", ["micro"]),
     ("y2", RUN_BZ, None, 2, "on", ["micro"]),
     ("n2", NODS_BZ, None, 2, "on", ["micro"]),
+    ("y3", RUN_BZ, None, 2, "on", ["micro"]),
+    ("n3", NODS_BZ, None, 2, "on", ["micro"]),
     ("hw", RUN_BZ, PMU_CPU, 2, "on", ["beside:hw", "programs:" + HW_TOOLS,
                                      "reads:hw"]),
     ("scale-emu", RUN_BZ, None, 4, "on", ["scale:emu"]),
@@ -150,21 +152,26 @@ def pct(r):
 def untraced_cost(data, md):
     md.append("## 1. What an untraced machine pays\n")
     md.append("Alternated boots of stock QEMU (TCG): the run kernel with "
-              "`CONFIG_X86_DS=y` (y1, y2) and the same kernel with `=n` "
-              "(n1, n2). ns per operation; the ratio y/n. The noise floor is "
-              "the same kernel against itself in two boots (y1/y2). Goal: "
-              "within 1%.\n")
+              "`CONFIG_X86_DS=y` (y1, y2, y3) and the same kernel with `=n` "
+              "(n1, n2, n3), 9 runs of each operation per boot. ns per "
+              "operation; the ratio y/n. The noise floor is the same kernel "
+              "against itself: the largest over the smallest of the three "
+              "y boots' medians (and of the n boots'). Goal: within 1%.\n")
     md.append("| operation | y min | n min | y/n (min) | y/n (median) | "
-              "noise y1/y2 (median) |")
-    md.append("|---|---|---|---|---|---|")
+              "noise, y boots | noise, n boots |")
+    md.append("|---|---|---|---|---|---|---|")
     for b in ("pipe", "getppid", "fork"):
         pat = r"micro\.%s\.\d+\.ns_per_op" % b
-        y = series(data.get("y1", {}), pat) + series(data.get("y2", {}), pat)
-        n = series(data.get("n1", {}), pat) + series(data.get("n2", {}), pat)
+        y = [v for k in ("y1", "y2", "y3") for v in series(data.get(k, {}), pat)]
+        n = [v for k in ("n1", "n2", "n3") for v in series(data.get(k, {}), pat)]
         rmin, rmed = ratio(y, n)
-        noise = ratio(series(data.get("y1", {}), pat), series(data.get("y2", {}), pat))[1]
+        def spread(boots):
+            meds = [stats(series(data.get(k, {}), pat))[1] for k in boots]
+            meds = [m for m in meds if m]
+            return max(meds) / min(meds) if len(meds) > 1 else None
         md.append(f"| {b} | {fmt(stats(y)[0], 0)} | {fmt(stats(n)[0], 0)} | "
-                  f"{pct(rmin)} | {pct(rmed)} | {pct(noise)} |")
+                  f"{pct(rmin)} | {pct(rmed)} | {pct(spread(('y1', 'y2', 'y3')))} | "
+                  f"{pct(spread(('n1', 'n2', 'n3')))} |")
     md.append("")
     md.append("The same operations on CPU 0 while a task traced on CPU 1 "
               "runs a loop (a tracer draining its buffer at every full "
@@ -193,8 +200,9 @@ def programs(data, md, out):
               "(min over reps; median in brackets). For gdb: 1 + (the gdb "
               "session's time − the same session without recording) / the "
               "untraced time, so gdb's own start is not counted. The "
-              "single-stepping tracer and `record full` run once (a few "
-              "minutes under TCG), the others 3 times. Rate: "
+              "single-stepping tracer and `record full` take about 1 ms "
+              "per instruction under TCG: they run once, on the two "
+              "shortest programs; the others 3 times on all four. Rate: "
               "records (branches) or steps (instructions) per second.\n")
     rows, dat = [], []
     for boot, machine in (("y1", "stock QEMU"), ("hw", "BTS model")):
@@ -280,31 +288,37 @@ def reads(data, md):
 
 def scaling(data, md):
     md.append("## 5. Scaling\n")
-    md.append("1, 2, 4 and 8 threads of a loop, each the same length, on a "
-              "4-CPU machine, traced (PTRACE_BTS, 64 KiB buffers drained at "
-              "every full one) and untraced. Cost per traced instruction: the "
-              "CPU time (tracer and program) traced less untraced, over the "
-              "instructions. Goal: within 10% of one thread.\n")
-    md.append("| backend | threads | ns per traced instruction (min) | "
-              "median | against 1 thread |")
-    md.append("|---|---|---|---|---|")
+    md.append("1, 2, 4 and 8 threads of a loop on a 4-CPU machine, traced "
+              "(PTRACE_BTS, 64 KiB buffers drained at every full one) and "
+              "untraced (a loop as many times longer as makes it "
+              "measurable). ns per instruction of CPU time (tracer and "
+              "program); the cost of tracing is traced less untraced. The "
+              "untraced column is the machine's own reference: under TCG "
+              "the 4 vCPUs share the host's 2 cores, and a vCPU the host "
+              "does not run still counts guest time. Goal: the cost within "
+              "10% of one thread's.\n")
+    md.append("| backend | threads | untraced ns/insn | traced ns/insn | "
+              "cost ns/insn | cost against 1 thread | untraced against 1 thread |")
+    md.append("|---|---|---|---|---|---|---|")
     dat = []
     for boot, backend in (("scale-emu", "emu"), ("scale-hw", "hw")):
         d = data.get(boot, {})
-        one = None
+        one = one_ref = None
         for t in (1, 2, 4, 8):
-            traced = series(d, r"scale-%s\.%d\.bts\.\d+\.cpu_us" % (backend, t))
-            plain = series(d, r"scale-%s\.%d\.none\.\d+\.cpu_us" % (backend, t))
-            insns = series(d, r"scale-%s\.%d\.bts\.\d+\.insns" % (backend, t))
-            if not traced or not plain or not insns:
+            per = {}
+            for m in ("none", "bts"):
+                cpu = series(d, r"scale-%s\.%d\.%s\.\d+\.cpu_us" % (backend, t, m))
+                insns = series(d, r"scale-%s\.%d\.%s\.\d+\.insns" % (backend, t, m))
+                per[m] = min(cpu) * 1e3 / insns[0] if cpu and insns else None
+            if per["none"] is None or per["bts"] is None:
                 continue
-            cmin = (min(traced) - min(plain)) * 1e3 / insns[0]
-            cmed = (statistics.median(traced) - statistics.median(plain)) * 1e3 / insns[0]
+            cost = per["bts"] - per["none"]
             if one is None:
-                one = cmin
-            md.append(f"| {backend} | {t} | {cmin:.2f} | {cmed:.2f} | "
-                      f"{pct(cmin / one if one else None)} |")
-            dat.append((backend, t, cmin))
+                one, one_ref = cost, per["none"]
+            md.append(f"| {backend} | {t} | {per['none']:.3f} | {per['bts']:.1f} | "
+                      f"{cost:.1f} | {pct(cost / one if one else None)} | "
+                      f"{pct(per['none'] / one_ref if one_ref else None)} |")
+            dat.append((backend, t, cost))
     md.append("")
     return dat
 
@@ -348,13 +362,18 @@ def plots(out, prog_dat, scale_dat):
                     label = f'"{prog}\\n({"TCG" if machine == "stock QEMU" else "model"})"'
                     f.write(label + " " + " ".join(
                         f"{vals[t]:.3f}" if t in vals else "NaN" for t in tools) + "\n")
+    backends = [b for b in ("emu", "hw") if any(x[0] == b for x in scale_dat)]
     with open(os.path.join(out, "scaling.dat"), "w") as f:
-        for backend in ("emu", "hw"):
+        for backend in backends:
             f.write(f"# {backend}\n")
             for b, t, c in scale_dat:
                 if b == backend:
                     f.write(f"{t} {c:.4f}\n")
             f.write("\n\n")
+    names = {"emu": "emulated backend", "hw": "hardware backend (model)"}
+    scale_plot = ", ".join(
+        ("'%s/scaling.dat'" % out if i == 0 else "''")
+        + f" index {i} title '{names[b]}'" for i, b in enumerate(backends))
     dat = os.path.join(out, "slowdown.dat")
     titles = ", ".join(
         ("'%s' using 2:xtic(1)" % dat if i == 0 else "'' using %d" % (i + 2))
@@ -379,19 +398,20 @@ set title 'Cost per traced instruction against traced threads (4 CPUs)'
 unset logscale y
 set style data linespoints
 set xlabel 'traced threads'
-set ylabel 'ns per traced instruction'
-set yrange [0:*]
+set ylabel 'ns per traced instruction (log scale)'
+set logscale y
+set yrange [*:*]
 set logscale x 2
 set xtics (1, 2, 4, 8)
-plot '{out}/scaling.dat' index 0 title 'emulated backend', \\
-     '' index 1 title 'hardware backend (model)'
+{"plot " + scale_plot if scale_plot else ""}
 """
         subprocess.run(["gnuplot"], input=script, text=True, check=True)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--boots", help="only these boots (comma-separated)")
+    ap.add_argument("--boots", help="only these boots (comma-separated); "
+                    "the others' figures are taken from their last logs")
     ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", 3)))
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out", default=os.path.join(BUILD, "bench"))
@@ -405,6 +425,14 @@ def main():
     lines = {}
     for b in boots:
         lines[b[0]] = boot(*b, opts.reps, opts.smoke, opts.out)
+    # --boots re-runs some: the others' figures are their last boot's
+    if opts.boots and not opts.smoke:
+        for b in BOOTS:
+            log = os.path.join(opts.out, "boot-" + b[0], "results.log")
+            if b[0] not in lines and os.path.exists(log):
+                with open(log, errors="replace") as f:
+                    lines[b[0]] = [ln.strip()[len("bench: "):] for ln in f
+                                   if ln.startswith("bench: ")]
     with open(os.path.join(opts.out, "raw.txt"), "w") as f:
         for name, ls in lines.items():
             for line in ls:

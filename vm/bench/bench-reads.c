@@ -56,11 +56,13 @@ static void child(void)
 	}
 }
 
+/* The child's stop at its raise(SIGSTOP), and no other. */
 static void wait_stop(pid_t pid)
 {
 	int status;
 
-	if (waitpid(pid, &status, 0) != pid || !WIFSTOPPED(status)) {
+	if (waitpid(pid, &status, 0) != pid || !WIFSTOPPED(status) ||
+	    WSTOPSIG(status) != SIGSTOP) {
 		fprintf(stderr, "bench-reads: child status %#x\n", status);
 		exit(2);
 	}
@@ -75,9 +77,9 @@ static void cont(pid_t pid)
 static void config(pid_t pid, unsigned int flags)
 {
 	struct ptrace_bts_config cfg = {
-		.size = sizeof(cfg),
+		/* the buffer's size: the struct's is the request's data */
+		.size = buf_bytes,
 		.flags = flags,
-		.bts_size = buf_bytes,
 		.backend = backend,
 	};
 
@@ -161,8 +163,8 @@ static const struct req reqs[] = {
 static void issue(pid_t pid, const struct req *r, struct bts_struct *rec)
 {
 	struct ptrace_bts_config cfg = {
-		.size = sizeof(cfg), .flags = PTRACE_BTS_O_TRACE,
-		.bts_size = buf_bytes, .backend = backend,
+		.size = buf_bytes, .flags = PTRACE_BTS_O_TRACE,
+		.backend = backend,
 	};
 	struct ptrace_bts_read rd = {
 		.buf = (unsigned long)rec, .size = sizeof(*rec),
@@ -270,6 +272,11 @@ int main(int argc, char **argv)
 	fill(pid);
 	records = sys_ptrace(PTRACE_BTS_SIZE, pid, NULL, 0);
 	printf("records %ld\n", records);
+	if (records != buf_bytes / sizeof(*buf)) {
+		fprintf(stderr, "bench-reads: %ld records in a full buffer of %u bytes\n",
+			records, buf_bytes);
+		return 2;
+	}
 
 	best = 1e99;
 	for (rep = 0; rep < reps; rep++) {

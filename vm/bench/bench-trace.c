@@ -37,15 +37,23 @@ static unsigned long records, steps;
 static void bts_config(pid_t pid)
 {
 	struct ptrace_bts_config cfg = {
-		.size = sizeof(cfg),
+		/* the buffer's size: the struct's is the request's data */
+		.size = bts_bytes,
 		.flags = PTRACE_BTS_O_TRACE | PTRACE_BTS_O_ALLOC |
 			 PTRACE_BTS_O_STOP,
-		.bts_size = bts_bytes,
 		.backend = backend,
 	};
 
 	if (sys_ptrace(PTRACE_BTS_CONFIG, pid, &cfg, sizeof(cfg)))
 		die("PTRACE_BTS_CONFIG");
+	/* what was configured is what is measured */
+	if (sys_ptrace(PTRACE_BTS_STATUS, pid, &cfg, sizeof(cfg)) < 0)
+		die("PTRACE_BTS_STATUS");
+	if (cfg.size != bts_bytes / sizeof(struct bts_struct) * sizeof(struct bts_struct)) {
+		fprintf(stderr, "bench-trace: a buffer of %u bytes, not %u\n",
+			cfg.size, bts_bytes);
+		exit(2);
+	}
 }
 
 static void bts_drain(pid_t pid)
