@@ -46,10 +46,15 @@ BOOTS = [
     ("y1", RUN_BZ, None, 2, "on", ["micro", "beside:emu", "programs:" + TCG_TOOLS,
                                   "reads:emu", "floor"]),
     ("n1", NODS_BZ, None, 2, "on", ["micro"]),
-    ("y2", RUN_BZ, None, 2, "on", ["micro"]),
     ("n2", NODS_BZ, None, 2, "on", ["micro"]),
+    ("y2", RUN_BZ, None, 2, "on", ["micro"]),
     ("y3", RUN_BZ, None, 2, "on", ["micro"]),
     ("n3", NODS_BZ, None, 2, "on", ["micro"]),
+    # the same on the model, whose CPU has the Debug Store
+    ("my1", RUN_BZ, PMU_CPU, 2, "on", ["micro"]),
+    ("mn1", NODS_BZ, PMU_CPU, 2, "on", ["micro"]),
+    ("mn2", NODS_BZ, PMU_CPU, 2, "on", ["micro"]),
+    ("my2", RUN_BZ, PMU_CPU, 2, "on", ["micro"]),
     ("hw", RUN_BZ, PMU_CPU, 2, "on", ["beside:hw", "programs:" + HW_TOOLS,
                                      "reads:hw"]),
     ("scale-emu", RUN_BZ, None, 4, "on", ["scale:emu"]),
@@ -87,9 +92,9 @@ def boot(name, kernel, cpu, smp, pti, phases, reps, smoke, out):
         env["VM_CPU"] = cpu
     t0 = time.time()
     print(f"bench: boot {name}: {' '.join(phases)}", flush=True)
-    subprocess.run([os.path.join(TOP, "mk", "vm.sh"), "bench", kernel, INITRD,
-                    logdir], env=env, stdout=subprocess.DEVNULL, check=True)
-    lines = []
+    rc = subprocess.run([os.path.join(TOP, "mk", "vm.sh"), "bench", kernel, INITRD,
+                         logdir], env=env, stdout=subprocess.DEVNULL).returncode
+    lines = [] if rc == 0 else [f"FAIL the VM ended with status {rc}"]
     with open(os.path.join(logdir, "results.log"), errors="replace") as f:
         for line in f:
             line = line.strip()
@@ -151,43 +156,52 @@ def pct(r):
 
 def untraced_cost(data, md):
     md.append("## 1. What an untraced machine pays\n")
-    md.append("Alternated boots of stock QEMU (TCG): the run kernel with "
-              "`CONFIG_X86_DS=y` (y1, y2, y3) and the same kernel with `=n` "
-              "(n1, n2, n3), 9 runs of each operation per boot. ns per "
+    md.append("Alternated boots (y n n y y n on stock QEMU, y n n y on the "
+              "BTS model, whose CPU has the Debug Store): the run kernel with "
+              "`CONFIG_X86_DS=y` and the same kernel with `=n`, 9 runs of "
+              "each operation per boot, pinned to CPU 0. ns per "
               "operation; the ratio y/n. The noise floor is the same kernel "
-              "against itself: the largest over the smallest of the three "
-              "y boots' medians (and of the n boots'). Goal: within 1%.\n")
-    md.append("| operation | y min | n min | y/n (min) | y/n (median) | "
+              "against itself: the largest over the smallest of the y "
+              "boots' medians (and of the n boots'). Goal: within 1%.\n")
+    md.append("| machine | operation | y min | n min | y/n (min) | y/n (median) | "
               "noise, y boots | noise, n boots |")
-    md.append("|---|---|---|---|---|---|---|")
-    for b in ("pipe", "getppid", "fork"):
-        pat = r"micro\.%s\.\d+\.ns_per_op" % b
-        y = [v for k in ("y1", "y2", "y3") for v in series(data.get(k, {}), pat)]
-        n = [v for k in ("n1", "n2", "n3") for v in series(data.get(k, {}), pat)]
-        rmin, rmed = ratio(y, n)
-        def spread(boots):
-            meds = [stats(series(data.get(k, {}), pat))[1] for k in boots]
-            meds = [m for m in meds if m]
-            return max(meds) / min(meds) if len(meds) > 1 else None
-        md.append(f"| {b} | {fmt(stats(y)[0], 0)} | {fmt(stats(n)[0], 0)} | "
-                  f"{pct(rmin)} | {pct(rmed)} | {pct(spread(('y1', 'y2', 'y3')))} | "
-                  f"{pct(spread(('n1', 'n2', 'n3')))} |")
+    md.append("|---|---|---|---|---|---|---|---|")
+    for mach, ys, ns in (("stock QEMU", ("y1", "y2", "y3"), ("n1", "n2", "n3")),
+                         ("BTS model", ("my1", "my2"), ("mn1", "mn2"))):
+        for b in ("pipe", "getppid", "fork"):
+            pat = r"micro\.%s\.\d+\.ns_per_op" % b
+            y = [v for k in ys for v in series(data.get(k, {}), pat)]
+            n = [v for k in ns for v in series(data.get(k, {}), pat)]
+            if not y or not n:
+                continue
+            rmin, rmed = ratio(y, n)
+
+            def spread(boots):
+                meds = [stats(series(data.get(k, {}), pat))[1] for k in boots]
+                meds = [m for m in meds if m]
+                return max(meds) / min(meds) if len(meds) > 1 else None
+            md.append(f"| {mach} | {b} | {fmt(stats(y)[0], 0)} | {fmt(stats(n)[0], 0)} | "
+                      f"{pct(rmin)} | {pct(rmed)} | {pct(spread(ys))} | {pct(spread(ns))} |")
     md.append("")
-    md.append("The same operations on CPU 0 while a task traced on CPU 1 "
-              "runs a loop (a tracer draining its buffer at every full "
-              "one), against the same operations alone, in the same boot. "
-              "Goal: within 1%.\n")
-    md.append("| operation | backend | alone min (ns) | beside min (ns) | "
-              "ratio (min) | ratio (median) |")
-    md.append("|---|---|---|---|---|---|")
+    md.append("The same operations on CPU 0, alone, beside an untraced loop "
+              "on CPU 1, and beside the same loop traced (its tracer on CPU 1 "
+              "too, draining at every full buffer), in the same boot. Under "
+              "TCG a busy vCPU slows the others: what tracing costs the "
+              "untraced is traced against busy. Goal: within 1%.\n")
+    md.append("| operation | backend | alone min (ns) | busy min (ns) | traced min (ns) | "
+              "traced/busy (min) | traced/busy (median) | busy/alone (median) |")
+    md.append("|---|---|---|---|---|---|---|---|")
     for boot, backend in (("y1", "emu"), ("hw", "hw")):
         d = data.get(boot, {})
         for b in ("pipe", "getppid", "fork"):
-            alone = series(d, r"beside-%s\.alone\.%s\.\d+\.ns_per_op" % (backend, b))
-            beside = series(d, r"beside-%s\.traced\.%s\.\d+\.ns_per_op" % (backend, b))
-            rmin, rmed = ratio(beside, alone)
-            md.append(f"| {b} | {backend} | {fmt(stats(alone)[0], 0)} | "
-                      f"{fmt(stats(beside)[0], 0)} | {pct(rmin)} | {pct(rmed)} |")
+            arm = {a: series(d, r"beside-%s\.%s\.%s\.\d+\.ns_per_op" % (backend, a, b))
+                   for a in ("alone", "busy", "traced")}
+            if not all(arm.values()):
+                continue
+            rmin, rmed = ratio(arm["traced"], arm["busy"])
+            md.append(f"| {b} | {backend} | {fmt(stats(arm['alone'])[0], 0)} | "
+                      f"{fmt(stats(arm['busy'])[0], 0)} | {fmt(stats(arm['traced'])[0], 0)} | "
+                      f"{pct(rmin)} | {pct(rmed)} | {pct(ratio(arm['busy'], arm['alone'])[1])} |")
     md.append("")
 
 
@@ -199,11 +213,17 @@ def programs(data, md, out):
               "under the tool over the untraced time, in the same boot "
               "(min over reps; median in brackets). For gdb: 1 + (the gdb "
               "session's time − the same session without recording) / the "
-              "untraced time, so gdb's own start is not counted. The "
+              "untraced time, so gdb's own start is not counted. Every "
+              "tool records the same window: from the program's opening "
+              "of its input (after libc's start, which gdb 13's `record "
+              "full` cannot record) to its end; the whole untraced run is "
+              "the reference. The PTRACE_BTS rows are a lossless recorder "
+              "(64 KiB buffer, drained at every full one, like btrace); "
+              "gdb keeps its 64 KiB ring and reads it at the end. The "
               "single-stepping tracer and `record full` take about 1 ms "
-              "per instruction under TCG: they run once, on the two "
-              "shortest programs; the others 3 times on all four. Rate: "
-              "records (branches) or steps (instructions) per second.\n")
+              "per instruction under TCG: they run once, on `md5sum` and "
+              "`tac`; the others 3 times on all four. Rate: branches "
+              "recorded per second, or instructions stepped per second.\n")
     rows, dat = [], []
     for boot, machine in (("y1", "stock QEMU"), ("hw", "BTS model")):
         d = data.get(boot, {})
@@ -234,9 +254,9 @@ def programs(data, md, out):
                 steps = series(d, r"programs\.%s\.%s\.\d+\.steps" % (prog, tool))
                 rate = "—"
                 if recs and recs[0]:
-                    rate = f"{recs[0] / (t[0] / 1e6):,.0f} records/s"
+                    rate = f"{recs[0] / (t[0] / 1e6):,.0f} branches/s"
                 elif steps and steps[0]:
-                    rate = f"{steps[0] / (t[0] / 1e6):,.0f} steps/s"
+                    rate = f"{steps[0] / (t[0] / 1e6):,.0f} instructions/s"
                 rows.append(f"| {machine} | {prog} | {TOOL_NAMES.get(tool, tool)} | "
                             f"{fmt(base[0] / 1e3, 1)} | {smin:,.1f}× ({smed:,.1f}×) | {rate} |")
                 dat.append((machine, prog, tool, smin))
@@ -270,9 +290,10 @@ def reads(data, md):
     md.append("")
     md.append("## 4. Requests and interrupts\n")
     md.append("Latency per request (µs, minimum over reps of the mean of "
-              "1,000) and the IPIs (CAL, TLB, RES in `/proc/interrupts`) it "
-              "sends to the other CPUs, per request, less what a loop of as "
-              "many `getppid()` calls sees. Goal: none for a stopped tracee.\n")
+              "1,000; DRAIN's of an empty buffer, the full one is above) and "
+              "the IPIs (CAL, TLB, RES in `/proc/interrupts`) it sends to "
+              "the other CPUs, per request, less the rate a second of "
+              "`getppid()` calls sees. Goal: none for a stopped tracee.\n")
     md.append("| backend | tracee | request | latency (µs) | IPIs per request |")
     md.append("|---|---|---|---|---|")
     for boot, backend in (("y1", "emu"), ("hw", "hw")):
@@ -289,36 +310,41 @@ def reads(data, md):
 def scaling(data, md):
     md.append("## 5. Scaling\n")
     md.append("1, 2, 4 and 8 threads of a loop on a 4-CPU machine, traced "
-              "(PTRACE_BTS, 64 KiB buffers drained at every full one) and "
-              "untraced (a loop as many times longer as makes it "
-              "measurable). ns per instruction of CPU time (tracer and "
-              "program); the cost of tracing is traced less untraced. The "
-              "untraced column is the machine's own reference: under TCG "
-              "the 4 vCPUs share the host's 2 cores, and a vCPU the host "
-              "does not run still counts guest time. Goal: the cost within "
+              "(PTRACE_BTS, 64 KiB buffers drained at every full one) with "
+              "the loop N and 2N times, and untraced 400N times. ns of CPU "
+              "time (tracer and program) per instruction; a traced figure is "
+              "the difference of the two traced runs, so no start or exit is "
+              "in it. The untraced column is the machine's own reference: "
+              "under TCG the 4 vCPUs share the host's 2 cores, and a vCPU "
+              "the host does not run still counts guest time. One run each "
+              "(about 100 µs per traced instruction). Goal: the cost within "
               "10% of one thread's.\n")
     md.append("| backend | threads | untraced ns/insn | traced ns/insn | "
-              "cost ns/insn | cost against 1 thread | untraced against 1 thread |")
-    md.append("|---|---|---|---|---|---|---|")
+              "cost against 1 thread | traced/untraced against 1 thread |")
+    md.append("|---|---|---|---|---|---|")
     dat = []
     for boot, backend in (("scale-emu", "emu"), ("scale-hw", "hw")):
         d = data.get(boot, {})
-        one = one_ref = None
+        n, ref = num(d.get(f"scale-{backend}.iters")), num(d.get(f"scale-{backend}.ref"))
+        if not n or not ref:
+            continue
+        n, ref = int(n), int(ref)
+        one = one_rel = None
         for t in (1, 2, 4, 8):
-            per = {}
-            for m in ("none", "bts"):
-                cpu = series(d, r"scale-%s\.%d\.%s\.\d+\.cpu_us" % (backend, t, m))
-                insns = series(d, r"scale-%s\.%d\.%s\.\d+\.insns" % (backend, t, m))
-                per[m] = min(cpu) * 1e3 / insns[0] if cpu and insns else None
-            if per["none"] is None or per["bts"] is None:
+            def cpu(m, i):
+                v = series(d, r"scale-%s\.%d\.%s%d\.\d+\.cpu_us" % (backend, t, m, i))
+                return min(v) if v else None
+            plain, short, long_ = cpu("none", n * ref), cpu("bts", n), cpu("bts", 2 * n)
+            if None in (plain, short, long_):
                 continue
-            cost = per["bts"] - per["none"]
+            untraced = plain * 1e3 / (t * n * ref * 5)
+            traced = (long_ - short) * 1e3 / (t * n * 5)
+            rel = traced / untraced
             if one is None:
-                one, one_ref = cost, per["none"]
-            md.append(f"| {backend} | {t} | {per['none']:.3f} | {per['bts']:.1f} | "
-                      f"{cost:.1f} | {pct(cost / one if one else None)} | "
-                      f"{pct(per['none'] / one_ref if one_ref else None)} |")
-            dat.append((backend, t, cost))
+                one, one_rel = traced, rel
+            md.append(f"| {backend} | {t} | {untraced:.3f} | {traced:,.0f} | "
+                      f"{pct(traced / one)} | {pct(rel / one_rel)} |")
+            dat.append((backend, t, traced))
     md.append("")
     return dat
 
@@ -326,13 +352,17 @@ def scaling(data, md):
 def floor(data, md):
     md.append("## 6. The floor: the bare #DB round trip\n")
     md.append("`bts_bench` in the same boot: the emulated backend's cost per "
-              "traced instruction against a trap-flag #DB delivered to the "
-              "program as SIGTRAP (the least any per-instruction trap costs) "
-              "and a PTRACE_SINGLESTEP tracer, with page table isolation on "
-              "and off (stock QEMU).\n")
+              "traced instruction against two ways of trapping every "
+              "instruction: a trap-flag #DB handled in the program (the "
+              "exception, a SIGTRAP delivery and a sigreturn per "
+              "instruction) and a PTRACE_SINGLESTEP tracer (the #DB and two "
+              "context switches); stock QEMU, page table isolation on and "
+              "off. The emulation takes its #DB in the kernel and returns "
+              "without a signal, which is why it costs less than the "
+              "in-program trap; the bare #DB entry and exit is its floor.\n")
     md.append("| PTI | untraced (µs/insn) | PTRACE_BTS emulated (µs/insn) | "
-              "TF + SIGTRAP (µs/insn) | PTRACE_SINGLESTEP (µs/insn) | "
-              "emulated / #DB |")
+              "TF + SIGTRAP handler (µs/insn) | PTRACE_SINGLESTEP (µs/insn) | "
+              "emulated / TF handler |")
     md.append("|---|---|---|---|---|---|")
     for boot in ("y1", "pti-off"):
         d = data.get(boot, {})

@@ -18,6 +18,7 @@ static void pipe_loop(unsigned long n)
 {
 	int ab[2], ba[2];
 	unsigned long i;
+	int status;
 	char c = 0;
 	pid_t pid;
 
@@ -27,15 +28,21 @@ static void pipe_loop(unsigned long n)
 	if (pid < 0)
 		die("fork");
 	if (!pid) {
+		/* the other ends closed: either side's death ends the other's read */
+		close(ab[1]);
+		close(ba[0]);
 		for (i = 0; i < n; i++)
 			if (read(ab[0], &c, 1) != 1 || write(ba[1], &c, 1) != 1)
 				_exit(1);
 		_exit(0);
 	}
+	close(ab[0]);
+	close(ba[1]);
 	for (i = 0; i < n; i++)
 		if (write(ab[1], &c, 1) != 1 || read(ba[0], &c, 1) != 1)
 			die("pipe trip");
-	waitpid(pid, NULL, 0);
+	if (waitpid(pid, &status, 0) != pid || status)
+		die("pipe partner");
 }
 
 static void getppid_loop(unsigned long n)

@@ -15,8 +15,10 @@
  *   read4k_ns_rec      READ through a 4 KiB buffer, per record
  *   get_ns_rec         PTRACE_BTS_GET, per record
  *   running_read_us    READ of the whole buffer while the child runs
- *   req_<R>_us         the latency of request R (stopped tracee)
- *   req_<R>_ipi        IPIs per request R on the other CPUs
+ *   req_<R>_us         the latency of request R (stopped tracee); DRAIN's
+ *                      is that of an empty buffer (the first empties it)
+ *   req_<R>_ipi        IPIs per request R on the other CPUs, less the
+ *                      rate a second of getppid() calls sees
  *   run_<R>_us/_ipi    the same while the tracee runs (those that may)
  * Each time is the minimum over REPS (3).
  */
@@ -195,30 +197,35 @@ static void issue(pid_t pid, const struct req *r, struct bts_struct *rec)
 static void requests(pid_t pid, const char *prefix, bool running, int k,
 		     int reps, struct bts_struct *buf)
 {
-	double best, t0;
-	unsigned long i0, base;
+	double best, t0, t1, base_rate, start, took;
+	unsigned long i0;
 	size_t i;
 	int j, rep;
 
-	/* what the other CPUs get anyway, in a loop of k system calls */
+	/* what the other CPUs get anyway, per second: a second of getppid() */
 	i0 = ipis();
-	for (j = 0; j < k; j++)
+	t0 = now_us();
+	do {
 		syscall(SYS_getppid);
-	base = ipis() - i0;
+		t1 = now_us();
+	} while (t1 - t0 < 1e6);
+	base_rate = (ipis() - i0) / (t1 - t0);
 	for (i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
 		if (running && !reqs[i].running)
 			continue;
 		best = 1e99;
+		i0 = ipis();
+		start = now_us();
 		for (rep = 0; rep < reps; rep++) {
-			i0 = ipis();
 			t0 = now_us();
 			for (j = 0; j < k; j++)
 				issue(pid, &reqs[i], buf);
 			best = fmin2(best, (now_us() - t0) / k);
 		}
+		took = now_us() - start;
 		printf("%s_%s_us %.2f\n", prefix, reqs[i].name, best);
 		printf("%s_%s_ipi %.3f\n", prefix, reqs[i].name,
-		       ((double)(ipis() - i0) - base) / k);
+		       ((double)(ipis() - i0) - base_rate * took) / (k * reps));
 	}
 }
 

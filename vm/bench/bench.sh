@@ -64,10 +64,11 @@ program() {
 PROGRAMS="gunzip sort md5sum tac"
 # gdb 13's record full records neither rseq(2) and prlimit64(2), which
 # glibc's start calls, nor AVX instructions, which glibc's string
-# functions use where the CPU has them: no program registers an rseq or
-# uses AVX, under every tool alike, and gdb records from the program's
-# opening of its input (after the start) to its exit_group().
-export GLIBC_TUNABLES="glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX2,-AVX,\
+# functions use where the CPU has them: the programs register no rseq and
+# use no AVX, under every tool alike. Every tool records the same window,
+# from the program's opening of its input (after the start) to its end:
+# gdb by a catchpoint, bench-trace by -a.
+TUNABLES="glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX2,-AVX,\
 -AVX_Fast_Unaligned_Load,-EVEX,-BMI2,-FMA,-F16C,-MOVBE:glibc.pthread.rseq=0"
 
 # gdb's batch session over PROGRAM: to its opening of its input, then the
@@ -99,16 +100,18 @@ gdb_cmds() {
 run_tool() {
 	tool=$1 prog=$2 out=/tmp/out.$2.$1
 	cmd=$(program "$prog")
+	export GLIBC_TUNABLES="$TUNABLES"
 	case $tool in
 	none) bench-trace -m none -o "$out" -- $cmd ;;
-	bts-hw) bench-trace -m bts -b hw -o "$out" -- $cmd ;;
-	bts-emu) bench-trace -m bts -b emu -o "$out" -- $cmd ;;
-	step) bench-trace -m step -o "$out" -- $cmd ;;
+	bts-hw) bench-trace -m bts -b hw -a /tmp/ -o "$out" -- $cmd ;;
+	bts-emu) bench-trace -m bts -b emu -a /tmp/ -o "$out" -- $cmd ;;
+	step) bench-trace -m step -a /tmp/ -o "$out" -- $cmd ;;
 	gdb-*)
 		gdb_cmds "$tool" >/tmp/cmds.gdb
 		bench-trace -m none -o "$out" -- \
 			gdb -nx -batch -x /tmp/cmds.gdb --args $cmd ;;
 	esac
+	unset GLIBC_TUNABLES
 }
 
 # What a tool's run must have printed: the program's output, or gdb's
@@ -135,7 +138,11 @@ check_tool() {
 			bad "$prog under $tool: $(tail -3 "$out")" ;;
 	esac
 	case $tool in
-	bts-*) case $line in *records=0\ *) bad "$prog under $tool: no records" ;; esac ;;
+	bts-*) case $line in
+		*records=0\ *) bad "$prog under $tool: no records" ;;
+		*lost=0\ *) ;;
+		*) bad "$prog under $tool: records lost: $line" ;;
+		esac ;;
 	step) case $line in *steps=0\ *) bad "$prog under $tool: no steps" ;; esac ;;
 	esac
 }
@@ -147,7 +154,7 @@ phase_programs() {
 	tools=$(echo "$1" | tr , ' ')
 	if [ -n "$smoke" ]; then inputs 256; else inputs 1024; fi
 	for prog in $PROGRAMS; do
-		$(program $prog) >/tmp/out.$prog.ref
+		GLIBC_TUNABLES="$TUNABLES" $(program $prog) >/tmp/out.$prog.ref
 	done
 	# a smoke run takes the shortest one under every tool
 	progs=$PROGRAMS
@@ -157,14 +164,23 @@ phase_programs() {
 		for prog in $progs; do
 			for tool in $tools; do
 				case $tool.$prog in
-				step.md5sum|gdb-full.md5sum|step.gunzip|gdb-full.gunzip)
+				step.md5sum|gdb-full.md5sum|step.tac|gdb-full.tac)
 					[ $r = 1 ] || continue ;;
 				step.*|gdb-full.*) [ -n "$smoke" ] || continue ;;
 				esac
 				line=$(run_tool "$tool" "$prog")
 				check_tool "$tool" "$prog" "$line"
 				emit "programs.$prog.$tool.$r" "$line"
+				eval "rec_$(echo $tool | tr - _)=\$(echo \"\$line\" | sed -n 's/.*records=\([0-9]*\).*/\1/p')"
 			done
+			# The two backends record the same branches of the
+			# same program: the model's hardware against the
+			# emulation, record for record in number.
+			if [ -n "${rec_bts_hw:-}" ] && [ -n "${rec_bts_emu:-}" ] &&
+				[ "$rec_bts_hw" != "$rec_bts_emu" ]; then
+				bad "$prog: $rec_bts_hw records on the hardware, $rec_bts_emu emulated"
+			fi
+			rec_bts_hw= rec_bts_emu=
 		done
 		r=$((r + 1))
 	done
@@ -190,16 +206,28 @@ phase_micro() {
 	done
 }
 
+# Alone, beside an untraced loop on CPU 1 (under TCG a busy vCPU slows the
+# others), and beside the same loop traced: the last against the second is
+# what tracing costs the untraced; the tracer must have recorded.
 phase_beside() {
 	backend=$1 r=1
 	while [ $r -le $reps ]; do
 		micro_once "beside-$backend.alone" "$r"
+		bench-trace -m none -c 1 -- bench-spin 0 >/tmp/busy.out &
+		busy=$!
+		sleep 1
+		micro_once "beside-$backend.busy" "$r"
+		kill -TERM $busy
+		wait $busy
 		bench-trace -m bts -b "$backend" -c 1 -- bench-spin 0 >/tmp/beside.out &
 		tracer=$!
 		sleep 1
 		micro_once "beside-$backend.traced" "$r"
-		kill $tracer
+		kill -TERM $tracer
 		wait $tracer
+		case $(cat /tmp/beside.out) in
+		*records=0\ *|"") bad "beside:$backend: the tracer recorded nothing: $(cat /tmp/beside.out)" ;;
+		esac
 		r=$((r + 1))
 	done
 }
@@ -210,44 +238,50 @@ phase_reads() {
 	while read -r k v; do say "reads-$1.$k $v"; done </tmp/reads.out
 }
 
-# Cost per traced instruction against threads: each thread runs ITERS
-# iterations traced, and REF times as many untraced, the reference of
-# what an instruction costs the machine at that many threads (under TCG
-# four vCPUs share the host's cores). The emulation costs about 100 us
-# per instruction with four vCPUs, the model's hardware about as much (its
-# BTS is TCG's too): one repetition, short loops.
+# Cost per traced instruction against threads: each thread runs the loop
+# ITERS and 2 x ITERS times traced, and REF x ITERS times untraced; the
+# difference of the two traced runs has no start or exit in it. The
+# untraced loop is the machine's own reference (under TCG four vCPUs share
+# the host's cores). The emulation costs about 100 us per instruction with
+# four vCPUs, the model's hardware about as much (its BTS is TCG's too):
+# short loops, once.
 phase_scale() {
 	backend=$1
-	if [ -n "$smoke" ]; then iters=2000 ref=10 n=1
-	else iters=5000 ref=400 n=1; fi
-	r=1
-	while [ $r -le $n ]; do
-		for t in 1 2 4 8; do
-			for m in none bts; do
-				i=$iters
-				[ $m = bts ] || i=$((iters * ref))
-				line=$(bench-trace -m $m -b "$backend" -- \
-					bench-spin -t $t $i)
-				case $line in
-				*status=0*) ;;
-				*) bad "bench-spin -t $t under $m: $line" ;;
-				esac
-				emit "scale-$backend.$t.$m.$r" "$line insns=$((t * i * 5))"
-			done
+	if [ -n "$smoke" ]; then iters=1000 ref=10
+	else iters=2500 ref=400; fi
+	for t in 1 2 4 8; do
+		for run in none:$((iters * ref)) bts:$iters bts:$((iters * 2)); do
+			m=${run%:*} i=${run#*:}
+			line=$(bench-trace -m $m -b "$backend" -- bench-spin -t $t $i)
+			case $m.$line in
+			*status=0*) ;;
+			*) bad "bench-spin -t $t $i under $m: $line" ;;
+			esac
+			case $m.$line in
+			bts.*records=0\ *) bad "bench-spin -t $t $i under bts: no records" ;;
+			esac
+			emit "scale-$backend.$t.$m$i.1" "$line insns=$((t * i * 5))"
 		done
-		r=$((r + 1))
 	done
+	say "scale-$backend.iters $iters"
+	say "scale-$backend.ref $ref"
+}
+
+# floor_value KEY PATTERN: bts_bench's figure on the line PATTERN matches
+floor_value() {
+	v=$(sed -n "s/.*$2 *(*\([0-9.]*\) us.*/\1/p" /tmp/floor.out)
+	[ -n "$v" ] || bad "floor: no '$2' figure in: $(cat /tmp/floor.out)"
+	say "floor.$1 $v"
 }
 
 phase_floor() {
 	if [ -n "$smoke" ]; then set -- 200 20 50; else set --; fi
 	bts_bench "$@" >/tmp/floor.out || bad "bts_bench"
-	pti=$(sed -n 's/^bts_bench: page table isolation //p' /tmp/floor.out)
-	say "floor.pti $pti"
-	say "floor.untraced_us_insn $(sed -n 's/.*untraced run .*(\([0-9.]*\) us\/insn)/\1/p' /tmp/floor.out)"
-	say "floor.bts_us_insn $(sed -n 's/.*(a) PTRACE_BTS_\* tracing *\([0-9.-]*\) .*/\1/p' /tmp/floor.out)"
-	say "floor.step_us_insn $(sed -n 's/.*(b) PTRACE_SINGLESTEP tracer *\([0-9.]*\) .*/\1/p' /tmp/floor.out)"
-	say "floor.db_us_insn $(sed -n 's/.*(c) in-process TF + SIGTRAP *\([0-9.]*\) .*/\1/p' /tmp/floor.out)"
+	say "floor.pti $(sed -n 's/^bts_bench: page table isolation //p' /tmp/floor.out)"
+	floor_value untraced_us_insn "untraced run .*us"
+	floor_value bts_us_insn "(a) PTRACE_BTS_\* tracing"
+	floor_value step_us_insn "(b) PTRACE_SINGLESTEP tracer"
+	floor_value db_us_insn "(c) in-process TF + SIGTRAP"
 }
 
 say "kernel $(uname -r) cpus $(grep -c ^processor /proc/cpuinfo)" \

@@ -8,15 +8,13 @@
 #
 # The phases are the machine's: where the kernel drives the CPU's BTS
 # (an Intel CPU with bts and dtes64), the hardware backend's, with gdb over
-# perf where perf has the BTS event; else the emulated backend's.
+# perf's BTS event (the machine must have it); else the emulated backend's.
 dir=$(cd "$(dirname "$0")" && pwd)
 export PATH="$dir:$PATH" TAC="$dir/tac"
 
 if grep -q GenuineIntel /proc/cpuinfo && grep -qw bts /proc/cpuinfo &&
 	grep -qw dtes64 /proc/cpuinfo; then
-	gdbperf=
-	[ -d /sys/bus/event_source/devices/intel_bts ] && gdbperf=,gdb-perf
-	set -- "beside:hw" "programs:none,bts-hw,bts-emu,gdb-plain$gdbperf,gdb-ptrace" \
+	set -- "beside:hw" "programs:none,bts-hw,bts-emu,gdb-plain,gdb-perf,gdb-ptrace" \
 		"reads:hw" "scale:hw"
 else
 	set -- micro "beside:emu" \
