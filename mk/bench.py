@@ -105,13 +105,23 @@ def boot(name, kernel, cpu, smp, pti, phases, reps, smoke, out):
 
 
 def parse(boots):
-    """{boot: {key: value}}; FAIL lines and a missing result are errors."""
+    """{boot: {key: value}}; FAIL lines and a missing result are errors.
+
+    A failed program under a tool ("FAIL PROG under TOOL: ...") leaves its
+    figures out: the table says it failed instead."""
     data, errors = {}, []
     for name, lines in boots.items():
         d = data.setdefault(name, {})
         for line in lines:
+            # FAILED: a tool that failed as it would a user (gdb's record
+            # full at an instruction it does not record), not an error
+            m = re.match(r"FAIL(?:ED)? (\S+) under (\S+): (.*)", line)
+            if m:
+                d.setdefault("failed", {})[(m.group(1), m.group(2))] = m.group(3)
             if line.startswith("FAIL "):
                 errors.append(f"{name}: {line}")
+                continue
+            if line.startswith("FAILED "):
                 continue
             parts = line.split(" ", 1)
             if len(parts) == 2:
@@ -131,7 +141,8 @@ def num(v):
 def series(d, pattern):
     """Values of the keys that match pattern, whose group 1 is the rep."""
     rx = re.compile("^" + pattern + "$")
-    return [num(v) for k, v in sorted(d.items()) if rx.match(k) and num(v) is not None]
+    return [num(v) for k, v in sorted(d.items())
+            if isinstance(v, str) and rx.match(k) and num(v) is not None]
 
 
 def stats(values):
@@ -239,6 +250,11 @@ def programs(data, md, out):
                 continue
             for tool in tools:
                 if tool in ("none", "gdb-plain"):
+                    continue
+                why = d.get("failed", {}).get((prog, tool))
+                if why:
+                    rows.append(f"| {machine} | {prog} | {TOOL_NAMES.get(tool, tool)} | "
+                                f"{fmt(base[0] / 1e3, 1)} | failed: {why} | — |")
                     continue
                 t = stats(walls(tool))
                 if t[0] is None:

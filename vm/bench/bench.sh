@@ -131,8 +131,15 @@ check_tool() {
 		bad "$prog under $tool: output differs from untraced" ;;
 	esac
 	case $tool in
-	gdb-full) grep -q 'Log contains [1-9][0-9]* instructions' "$out" ||
-		bad "$prog under $tool: $(tail -3 "$out")" ;;
+	# gdb 13's record full stops at an instruction it does not record
+	# (tac's libc has one, past the AVX it is kept from): what a user
+	# gets, and the table says so; the smoke's program must record.
+	gdb-full) if ! grep -q 'Log contains [1-9][0-9]* instructions' "$out" ||
+			grep -q 'failed to record' "$out"; then
+			why=$(grep -m1 -e 'does not support' -e 'failed' "$out")
+			if [ -n "$smoke" ]; then bad "$prog under $tool: $why"
+			else say "FAILED $prog under $tool: ${why:-no record}"; fi
+		fi ;;
 	gdb-perf|gdb-ptrace)
 		grep -q 'Recorded [1-9][0-9]* instructions' "$out" ||
 			bad "$prog under $tool: $(tail -3 "$out")" ;;
@@ -242,13 +249,13 @@ phase_reads() {
 # ITERS and 2 x ITERS times traced, and REF x ITERS times untraced; the
 # difference of the two traced runs has no start or exit in it. The
 # untraced loop is the machine's own reference (under TCG four vCPUs share
-# the host's cores). The emulation costs about 100 us per instruction with
-# four vCPUs, the model's hardware about as much (its BTS is TCG's too):
-# short loops, once.
+# the host's cores). The emulation costs about 15 us per instruction with
+# four vCPUs, the model's hardware some 20 times less: short loops, once.
 phase_scale() {
 	backend=$1
 	if [ -n "$smoke" ]; then iters=1000 ref=10
-	else iters=2500 ref=400; fi
+	elif [ "$backend" = emu ]; then iters=2500 ref=400
+	else iters=50000 ref=20; fi
 	for t in 1 2 4 8; do
 		for run in none:$((iters * ref)) bts:$iters bts:$((iters * 2)); do
 			m=${run%:*} i=${run#*:}
