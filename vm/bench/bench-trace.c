@@ -309,9 +309,12 @@ int main(int argc, char **argv)
 		_exit(127);
 	}
 	if (mode == M_NONE) {
-		while (waitpid(child, &status, 0) != child)
-			if (errno != EINTR || stopping)
+		/* SIGTERM: the program goes with its runner, as a tracee would */
+		while (waitpid(child, &status, 0) != child) {
+			if (errno != EINTR)
 				die("waitpid");
+			kill(child, SIGKILL);
+		}
 	} else {
 		status = trace(child);
 	}

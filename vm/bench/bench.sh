@@ -235,6 +235,12 @@ phase_beside() {
 		case $(cat /tmp/beside.out) in
 		*records=0\ *|"") bad "beside:$backend: the tracer recorded nothing: $(cat /tmp/beside.out)" ;;
 		esac
+		# nothing of an arm may outlive it (a loop left would slow
+		# every later figure, and hold the run's end)
+		if pidof bench-spin >/dev/null; then
+			bad "beside:$backend: a loop outlived its runner"
+			killall -9 bench-spin
+		fi
 		r=$((r + 1))
 	done
 }
