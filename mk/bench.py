@@ -216,7 +216,7 @@ def untraced_cost(data, md):
     md.append("")
 
 
-def programs(data, md, out):
+def programs(data, md):
     md.append("## 2. Real programs, traced by each tool\n")
     md.append("busybox `gunzip` (1 KiB), `sort -n` (20 lines) and `md5sum` "
               "(1 KiB), statically linked, and coreutils' `tac` (1 KiB; "
@@ -494,7 +494,7 @@ def main():
           f"{len(boots)} boots, {opts.reps} repetitions each, "
           f"{time.time() - t0:.0f} s.\n"]
     untraced_cost(data, md)
-    prog_dat = programs(data, md, opts.out)
+    prog_dat = programs(data, md)
     reads(data, md)
     scale_dat = scaling(data, md)
     floor(data, md)

@@ -181,7 +181,11 @@ phase_programs() {
 				line=$(run_tool "$tool" "$prog")
 				check_tool "$tool" "$prog" "$line"
 				emit "programs.$prog.$tool.$r" "$line"
-				eval "rec_$(echo $tool | tr - _)=\$(echo \"\$line\" | sed -n 's/.*records=\([0-9]*\).*/\1/p')"
+				recs=$(echo "$line" | sed -n 's/.*records=\([0-9]*\).*/\1/p')
+				case $tool in
+				bts-hw) rec_bts_hw=$recs ;;
+				bts-emu) rec_bts_emu=$recs ;;
+				esac
 			done
 			# The two backends record the same branches of the
 			# same program: the model's hardware against the
