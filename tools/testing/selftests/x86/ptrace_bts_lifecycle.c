@@ -360,7 +360,8 @@ TEST_F(bts, tracee_execs_private)
 	/* GET needs a stop: SIZE, which obeys the same rule, says enough */
 	EXPECT_EQ(at_exec, bts_size(self->pid));
 	ASSERT_EQ(self->pid, waitpid(self->pid, &status, __WALL));
-	EXPECT_TRUE(WIFEXITED(status));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
 	self->pid = 0;
 }
 

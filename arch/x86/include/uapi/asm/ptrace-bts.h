@@ -161,7 +161,8 @@ struct ptrace_bts_config {
 #define PTRACE_BTS_S_UNREADABLE		0x4
 /*
  * The thread exited: the trace is complete, readable until the tracer
- * reaps the thread or detaches.
+ * reaps the thread or detaches. With PTRACE_BTS_S_STOPPED_EXEC where
+ * tracing had stopped at an exec before.
  */
 #define PTRACE_BTS_S_EXITED		0x8
 
